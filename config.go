@@ -1,0 +1,155 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	clocks "github.com/vimeo/go-clocks"
+
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// Recommended settings, for a Config that has no reason to differ.
+const (
+	// DefaultTermLength suits most jobs: a crashed leader is replaced within
+	// about 16 s, and the leader writes twice per term.
+	DefaultTermLength = 15 * time.Second
+	// DefaultMaxClockSkew is generous for hosts synchronised by NTP or a
+	// cloud provider's time service, which keep within a few milliseconds.
+	DefaultMaxClockSkew = time.Second
+)
+
+// Config describes one candidate. Fill it in, then call Acquire.
+type Config struct {
+	// Decider is the store the election runs on. Required.
+	Decider RaceDecider
+
+	// LeaderID identifies this candidate in the record. It must be unique
+	// per process incarnation, not per host: a restarted process on the same
+	// host needs a new one (append a random suffix to the host name).
+	// Required.
+	LeaderID string
+
+	// HostPort lists where clients reach this candidate while it leads; the
+	// legrpc resolver dials these. Optional.
+	HostPort []string
+
+	// ConnectionParams is published with HostPort: legrpc reads a gRPC
+	// service config from it; others may store any small payload. Optional.
+	ConnectionParams []byte
+
+	// TermLength is how long an acquisition or extension lasts. A crashed
+	// leader is replaced after at most TermLength + MaxClockSkew; a shorter
+	// term means faster failover and more writes (the leader writes twice
+	// per term). DefaultTermLength suits most jobs. It must be greater than
+	// 2 x MaxClockSkew; 4 x or more is recommended, so that the leader
+	// still has time to extend after the skew corrections.
+	TermLength time.Duration
+
+	// MaxClockSkew bounds how far apart any two candidates' clocks may be.
+	// Candidates wait this long past a term's expiry before taking over, and
+	// the leader extends this much earlier. Safety rests on it: set it above
+	// the worst skew your hosts can have (DefaultMaxClockSkew is generous
+	// for synchronised hosts). Zero trusts the clocks completely, which is
+	// right only for candidates sharing one clock.
+	MaxClockSkew time.Duration
+
+	// PollInterval bounds how long a waiting candidate goes without reading
+	// the record when the Decider cannot push changes, and so how long a
+	// release can go unnoticed. Zero means TermLength / 4.
+	PollInterval time.Duration
+
+	// DisableRelease, when true, keeps the term held when Acquire's context
+	// ends: the next leader waits for it to expire instead of taking over
+	// at once. Leave it false unless the process must not write on the way
+	// out.
+	DisableRelease bool
+
+	// Clock is the time source for every wait, deadline and expiry. Nil
+	// means the real clock; tests pass a fake or offset clock.
+	Clock clocks.Clock
+
+	// OnElected runs while this candidate leads. Its context is cancelled
+	// when leadership ends; tv holds the current expiry and the fencing
+	// token (tv.Term()). Check tv.ValueInFuture() before every action that
+	// needs leadership: the context may be observed late, tv never is. Acquire
+	// waits for OnElected to return before anyone else can be told the
+	// leadership was released. Required.
+	OnElected func(ctx context.Context, tv *TimeView)
+
+	// OnOusting runs after OnElected has returned, each time this candidate
+	// stops leading (lost, expired or released). Optional.
+	OnOusting func(ctx context.Context)
+
+	// LeaderChanged runs once for each change of leader this candidate
+	// observes, itself included, with the new leader's record. It runs on
+	// Acquire's goroutine: keep it short. Optional.
+	LeaderChanged func(ctx context.Context, e entry.RaceEntry)
+
+	// Logger receives reports of store errors and leadership changes. Nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// Validate reports every problem with c, naming the offending values.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Decider == nil {
+		errs = append(errs, errors.New("Decider is nil"))
+	}
+	if c.OnElected == nil {
+		errs = append(errs, errors.New("OnElected is nil"))
+	}
+	if c.LeaderID == "" {
+		errs = append(errs, errors.New("LeaderID is empty"))
+	}
+	errs = append(errs, validateTiming(c.TermLength, c.MaxClockSkew, c.PollInterval)...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("leaderelection: invalid Config: %w", errors.Join(errs...))
+}
+
+func validateTiming(term, skew, poll time.Duration) []error {
+	var errs []error
+	if term <= 0 {
+		errs = append(errs, fmt.Errorf("TermLength (%s) must be positive", term))
+	}
+	if skew < 0 {
+		errs = append(errs, fmt.Errorf("MaxClockSkew (%s) must not be negative", skew))
+	}
+	if poll < 0 {
+		errs = append(errs, fmt.Errorf("PollInterval (%s) must not be negative", poll))
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if term <= 2*skew {
+		errs = append(errs, fmt.Errorf("TermLength (%s) must be greater than 2 x MaxClockSkew (%s); 4 x (%s) or more is recommended",
+			term, skew, 4*skew))
+	}
+	return errs
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// withDefaults returns a copy of c with its zero fields filled in.
+func (c *Config) withDefaults() Config {
+	d := *c
+	d.PollInterval = orDefault(d.PollInterval, d.TermLength/4)
+	if d.Clock == nil {
+		d.Clock = clocks.DefaultClock()
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	return d
+}

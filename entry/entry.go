@@ -1,0 +1,87 @@
+// Package entry holds the election record and the errors every backend shares.
+//
+// It is a leaf package: backends import it, never the engine, so a backend can
+// be written and tested without the leader-election logic.
+package entry
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"time"
+)
+
+// NoElections is the ElectionNumber of an election whose record does not exist
+// yet. A backend's ReadCurrent returns a RaceEntry with this number (and a zero
+// Token) when the object is missing.
+const NoElections int64 = -1
+
+// ErrRaceLost is returned (possibly wrapped) by a backend's WriteEntry when the
+// stored record is no longer the one the write was conditioned on: another
+// writer got there first. It is the expected outcome of losing an election, not
+// a failure. Check for it with errors.Is.
+var ErrRaceLost = errors.New("leaderelection: lost race: the record changed since it was read")
+
+// ErrCorruptRecord is wrapped by every error reporting a stored record that does
+// not decode: truncated, foreign, failing its checksum, or written by a newer
+// major version of this library. Backends wrap it with the object's name.
+var ErrCorruptRecord = errors.New("leaderelection: corrupt election record")
+
+// LeaderToken is a backend's version of one stored record: the GCS generation,
+// the S3 ETag, a row version. A write is conditioned on the token of the record
+// it replaces; the zero LeaderToken stands for "no record exists".
+type LeaderToken struct {
+	// Version is opaque to everything but the backend that made it.
+	Version string
+	// CommitTime is the store's own clock reading when it accepted the write,
+	// or zero when the backend does not report one. It lets a caller compare
+	// its clock with the store's.
+	CommitTime time.Time
+}
+
+// IsZero reports whether t stands for a record that does not exist.
+func (t LeaderToken) IsZero() bool { return t.Version == "" }
+
+// RaceEntry is the election record. See DESIGN.md in the repository for the
+// protocol that reads and writes it.
+type RaceEntry struct {
+	// ElectionNumber goes up by one on every successful write (acquisition,
+	// extension, release). NoElections means no record exists.
+	ElectionNumber int64
+	// Term is the fencing token: the ElectionNumber of the write that began
+	// the current holder's tenure. Extensions keep it; every new tenure has a
+	// strictly greater one. Downstream systems should reject work carrying a
+	// Term smaller than the largest they have seen.
+	Term int64
+	// LeaderID identifies the holder; unique per process incarnation.
+	LeaderID string
+	// HostPort lists the addresses at which clients reach the holder.
+	HostPort []string
+	// ConnectionParams is an opaque payload for clients (legrpc stores a gRPC
+	// service config in it).
+	ConnectionParams []byte
+	// TermExpiry is when the tenure ends unless extended, on the writer's clock.
+	TermExpiry time.Time
+	// Released is set when the holder has stopped acting as leader; anyone
+	// may acquire without waiting for TermExpiry.
+	Released bool
+	// WriteID is random per write attempt, so that a writer can recognise its
+	// own write after an ambiguous outcome.
+	WriteID string
+
+	// Token is the backend's version of this record. ReadCurrent fills it in;
+	// WriteEntry conditions the write on it. It is not part of the encoding.
+	Token LeaderToken
+}
+
+// Clone returns a deep copy of e, so that a caller may keep a record while the
+// engine or a backend goes on using its own.
+func (e *RaceEntry) Clone() *RaceEntry {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	c.HostPort = slices.Clone(e.HostPort)
+	c.ConnectionParams = bytes.Clone(e.ConnectionParams)
+	return &c
+}

@@ -1,0 +1,390 @@
+// Package racedecidertest is the conformance suite every RaceDecider runs.
+// The in-tree backends run it; run it on your own backend too:
+//
+//	func TestConformance(t *testing.T) {
+//		racedecidertest.Run(t, func(t *testing.T) leaderelection.RaceDecider {
+//			return mybackend.NewDecider(freshObjectName(t))
+//		})
+//	}
+package racedecidertest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// Concurrency sets how many writers race in the concurrency checks, and Rounds
+// how many rounds they race. Backends against a slow server may lower them.
+var (
+	Concurrency = 16
+	Rounds      = 10
+)
+
+// Run checks that the RaceDecider returned by newDecider keeps the contract
+// documented on leaderelection.RaceDecider (and ChangeNotifier, when it
+// implements it). Every call of newDecider must return a decider on a new,
+// empty election that no other call shares.
+func Run(t *testing.T, newDecider func(t *testing.T) leaderelection.RaceDecider) {
+	t.Helper()
+	checks := []struct {
+		name string
+		fn   func(t *testing.T, d leaderelection.RaceDecider)
+	}{
+		{"MissingRecordReadsAsNoElections", missingRecord},
+		{"FirstWriteOnEmptyStore", firstWrite},
+		{"CreateLosesWhenRecordExists", createLosesWhenExists},
+		{"StaleTokenLoses", staleTokenLoses},
+		{"StaleWriterWithIdenticalBodyLoses", staleIdenticalBodyLoses},
+		{"EveryFieldRoundTrips", everyFieldRoundTrips},
+		{"EmptyFieldsRoundTrip", emptyFieldsRoundTrip},
+		{"ConcurrentCreatesOneWinner", concurrentCreates},
+		{"ConcurrentWritersOneWinnerPerRound", concurrentWriters},
+		{"ElectionNumbersStrictlyIncrease", electionNumbersIncrease},
+		{"CancelledContext", cancelledContext},
+		{"ChangeNotifier", changeNotifier},
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, newDecider(t)) })
+	}
+}
+
+// CheckCorrupt stores foreign and damaged content as the record behind d
+// through setRaw (which writes raw bytes to the backing object, outside the
+// backend), and checks that ReadCurrent reports each as an error wrapping
+// entry.ErrCorruptRecord whose text names the object (objectName, such as
+// "gs://bucket/object"), without panicking.
+func CheckCorrupt(t *testing.T, d leaderelection.RaceDecider, setRaw func(t *testing.T, data []byte), objectName string) {
+	t.Helper()
+	valid, err := entry.Marshal(sampleEntry(3, "w-corrupt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string][]byte{
+		"empty":          {},
+		"garbage":        []byte("\x00\xffnot a record at all\x01"),
+		"json-only":      []byte(`{"election":1,"term":1,"leader":"x"}`),
+		"truncated":      valid[:len(valid)-5],
+		"altered":        append(slices.Clone(valid[:len(valid)-2]), '9', '}'),
+		"newer-version":  append([]byte("leaderelection-record v2 crc32c=00000000\n"), valid[bytes.IndexByte(valid, '\n')+1:]...),
+		"header-no-body": []byte("leaderelection-record v1 crc32c=00000000\n"),
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			setRaw(t, data)
+			e, err := d.ReadCurrent(t.Context())
+			if err == nil {
+				t.Fatalf("ReadCurrent of %s content returned %+v and no error", name, e)
+			}
+			if !errors.Is(err, entry.ErrCorruptRecord) {
+				t.Errorf("ReadCurrent error %q does not wrap entry.ErrCorruptRecord", err)
+			}
+			if !strings.Contains(err.Error(), objectName) {
+				t.Errorf("ReadCurrent error %q does not name the object %q", err, objectName)
+			}
+		})
+	}
+}
+
+var base = time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.UTC)
+
+func sampleEntry(n int64, writeID string) *entry.RaceEntry {
+	return &entry.RaceEntry{
+		ElectionNumber:   n,
+		Term:             n,
+		LeaderID:         "leader-" + writeID,
+		HostPort:         []string{"10.0.0.1:8080", "[::1]:8080"},
+		ConnectionParams: []byte(`{"loadBalancingConfig":[{"pick_first":{}}]}`),
+		TermExpiry:       base.Add(time.Duration(n) * time.Second),
+		WriteID:          writeID,
+	}
+}
+
+func read(t *testing.T, d leaderelection.RaceDecider) *entry.RaceEntry {
+	t.Helper()
+	e, err := d.ReadCurrent(t.Context())
+	if err != nil {
+		t.Fatalf("ReadCurrent: %v", err)
+	}
+	if e == nil {
+		t.Fatal("ReadCurrent returned a nil entry and no error")
+	}
+	return e
+}
+
+// write writes e conditioned on tok and fails the test unless it succeeds.
+func write(t *testing.T, d leaderelection.RaceDecider, e *entry.RaceEntry, tok entry.LeaderToken) entry.LeaderToken {
+	t.Helper()
+	e.Token = tok
+	nt, err := d.WriteEntry(t.Context(), e)
+	if err != nil {
+		t.Fatalf("WriteEntry(election %d, conditioned on %+v): %v", e.ElectionNumber, tok, err)
+	}
+	if nt.IsZero() {
+		t.Fatalf("WriteEntry(election %d) succeeded but returned a zero token", e.ElectionNumber)
+	}
+	return nt
+}
+
+func missingRecord(t *testing.T, d leaderelection.RaceDecider) {
+	e := read(t, d)
+	if e.ElectionNumber != entry.NoElections {
+		t.Errorf("ElectionNumber of a missing record = %d, want entry.NoElections (%d)", e.ElectionNumber, entry.NoElections)
+	}
+	if !e.Token.IsZero() {
+		t.Errorf("Token of a missing record = %+v, want zero", e.Token)
+	}
+}
+
+func firstWrite(t *testing.T, d leaderelection.RaceDecider) {
+	tok := write(t, d, sampleEntry(0, "w-first"), entry.LeaderToken{})
+	got := read(t, d)
+	if got.Token.Version != tok.Version {
+		t.Errorf("read token %q, WriteEntry returned %q", got.Token.Version, tok.Version)
+	}
+	if got.WriteID != "w-first" || got.ElectionNumber != 0 {
+		t.Errorf("read back %+v, want election 0 with write id w-first", got)
+	}
+}
+
+func createLosesWhenExists(t *testing.T, d leaderelection.RaceDecider) {
+	write(t, d, sampleEntry(0, "w-a"), entry.LeaderToken{})
+	e := sampleEntry(0, "w-b")
+	_, err := d.WriteEntry(t.Context(), e)
+	if !errors.Is(err, entry.ErrRaceLost) {
+		t.Fatalf("create over an existing record: err = %v, want entry.ErrRaceLost", err)
+	}
+	if got := read(t, d); got.WriteID != "w-a" {
+		t.Errorf("losing create overwrote the record: write id %q, want w-a", got.WriteID)
+	}
+}
+
+func staleTokenLoses(t *testing.T, d leaderelection.RaceDecider) {
+	t1 := write(t, d, sampleEntry(0, "w-0"), entry.LeaderToken{})
+	write(t, d, sampleEntry(1, "w-1"), t1)
+	stale := sampleEntry(1, "w-stale")
+	stale.Token = t1
+	_, err := d.WriteEntry(t.Context(), stale)
+	if !errors.Is(err, entry.ErrRaceLost) {
+		t.Fatalf("write on a stale token: err = %v, want entry.ErrRaceLost", err)
+	}
+	if got := read(t, d); got.WriteID != "w-1" {
+		t.Errorf("stale write changed the record: write id %q, want w-1", got.WriteID)
+	}
+}
+
+// staleIdenticalBodyLoses guards against backends whose version is derived
+// from the content (an S3 ETag is the MD5 of the body). Two records alike in
+// every field but the write id must get different tokens, so that a stale
+// writer holding the first token loses once the second record is stored.
+func staleIdenticalBodyLoses(t *testing.T, d leaderelection.RaceDecider) {
+	first := sampleEntry(1, "w-first")
+	t1 := write(t, d, first.Clone(), entry.LeaderToken{})
+	second := first.Clone()
+	second.WriteID = "w-second"
+	t2 := write(t, d, second, t1)
+	if t2.Version == t1.Version {
+		t.Fatalf("two records differing only by write id got the same token %q", t1.Version)
+	}
+	stale := first.Clone()
+	stale.Token = t1
+	if _, err := d.WriteEntry(t.Context(), stale); !errors.Is(err, entry.ErrRaceLost) {
+		t.Fatalf("write conditioned on a replaced token: err = %v, want entry.ErrRaceLost", err)
+	}
+	if got := read(t, d); got.WriteID != "w-second" {
+		t.Errorf("stale write changed the record: write id %q, want w-second", got.WriteID)
+	}
+}
+
+func sameEntry(got, want *entry.RaceEntry) error {
+	switch {
+	case got.ElectionNumber != want.ElectionNumber:
+		return fmt.Errorf("ElectionNumber %d, want %d", got.ElectionNumber, want.ElectionNumber)
+	case got.Term != want.Term:
+		return fmt.Errorf("Term %d, want %d", got.Term, want.Term)
+	case got.LeaderID != want.LeaderID:
+		return fmt.Errorf("LeaderID %q, want %q", got.LeaderID, want.LeaderID)
+	case !slices.Equal(got.HostPort, want.HostPort):
+		return fmt.Errorf("HostPort %q, want %q", got.HostPort, want.HostPort)
+	case string(got.ConnectionParams) != string(want.ConnectionParams):
+		return fmt.Errorf("ConnectionParams %q, want %q", got.ConnectionParams, want.ConnectionParams)
+	case !got.TermExpiry.Equal(want.TermExpiry):
+		return fmt.Errorf("TermExpiry %v, want %v", got.TermExpiry, want.TermExpiry)
+	case got.Released != want.Released:
+		return fmt.Errorf("Released %v, want %v", got.Released, want.Released)
+	case got.WriteID != want.WriteID:
+		return fmt.Errorf("WriteID %q, want %q", got.WriteID, want.WriteID)
+	}
+	return nil
+}
+
+func everyFieldRoundTrips(t *testing.T, d leaderelection.RaceDecider) {
+	want := &entry.RaceEntry{
+		ElectionNumber:   7,
+		Term:             5,
+		LeaderID:         "host-a/1234/6f1e",
+		HostPort:         []string{"10.1.2.3:443", "[2001:db8::1]:443", "leader.example:8443"},
+		ConnectionParams: []byte{0, 1, 2, 0xfe, 0xff, '{', '"'},
+		TermExpiry:       time.Date(2031, 6, 7, 8, 9, 10, 987654321, time.FixedZone("X", 3600)),
+		Released:         true,
+		WriteID:          "w-roundtrip",
+	}
+	tok := write(t, d, want.Clone(), entry.LeaderToken{})
+	got := read(t, d)
+	if err := sameEntry(got, want); err != nil {
+		t.Errorf("record did not round-trip: %v", err)
+	}
+	if got.Token.Version != tok.Version {
+		t.Errorf("read token %q, WriteEntry returned %q", got.Token.Version, tok.Version)
+	}
+}
+
+func emptyFieldsRoundTrip(t *testing.T, d leaderelection.RaceDecider) {
+	want := &entry.RaceEntry{ElectionNumber: 0, Term: 0, LeaderID: "x", TermExpiry: base, WriteID: "w"}
+	write(t, d, want.Clone(), entry.LeaderToken{})
+	got := read(t, d)
+	if err := sameEntry(got, want); err != nil {
+		t.Errorf("record with empty fields did not round-trip: %v", err)
+	}
+	if len(got.HostPort) != 0 || len(got.ConnectionParams) != 0 {
+		t.Errorf("empty HostPort/ConnectionParams read back as %q / %q", got.HostPort, got.ConnectionParams)
+	}
+}
+
+// race has n writers write concurrently conditioned on tok and returns the
+// write ids of the winners, failing on any error other than a lost race.
+func race(t *testing.T, d leaderelection.RaceDecider, n int, next int64, tok entry.LeaderToken, round int) []string {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		winners []string
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+	)
+	for i := range n {
+		wg.Go(func() {
+			e := sampleEntry(next, fmt.Sprintf("w-r%d-c%d", round, i))
+			e.Token = tok
+			<-start
+			_, err := d.WriteEntry(t.Context(), e)
+			switch {
+			case err == nil:
+				mu.Lock()
+				winners = append(winners, e.WriteID)
+				mu.Unlock()
+			case !errors.Is(err, entry.ErrRaceLost):
+				t.Errorf("round %d writer %d: %v (want success or entry.ErrRaceLost)", round, i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return winners
+}
+
+func concurrentCreates(t *testing.T, d leaderelection.RaceDecider) {
+	winners := race(t, d, Concurrency, 0, entry.LeaderToken{}, 0)
+	if len(winners) != 1 {
+		t.Fatalf("%d concurrent creates: %d winners %q, want exactly 1", Concurrency, len(winners), winners)
+	}
+	if got := read(t, d); got.WriteID != winners[0] {
+		t.Errorf("stored write id %q, but the winner was %q", got.WriteID, winners[0])
+	}
+}
+
+func concurrentWriters(t *testing.T, d leaderelection.RaceDecider) {
+	tok := write(t, d, sampleEntry(0, "w-seed"), entry.LeaderToken{})
+	for round := 1; round <= Rounds; round++ {
+		winners := race(t, d, Concurrency, int64(round), tok, round)
+		if len(winners) != 1 {
+			t.Fatalf("round %d: %d winners %q among %d writers on one token, want exactly 1", round, len(winners), winners, Concurrency)
+		}
+		got := read(t, d)
+		if got.WriteID != winners[0] {
+			t.Fatalf("round %d: stored write id %q, but the winner was %q", round, got.WriteID, winners[0])
+		}
+		tok = got.Token
+	}
+}
+
+func electionNumbersIncrease(t *testing.T, d leaderelection.RaceDecider) {
+	var tok entry.LeaderToken
+	seen := map[string]bool{}
+	for n := int64(0); n < 5; n++ {
+		tok = write(t, d, sampleEntry(n, fmt.Sprintf("w-%d", n)), tok)
+		if seen[tok.Version] {
+			t.Fatalf("write %d reused token %q", n, tok.Version)
+		}
+		seen[tok.Version] = true
+		if got := read(t, d); got.ElectionNumber != n {
+			t.Fatalf("after write %d read election %d", n, got.ElectionNumber)
+		}
+	}
+}
+
+func cancelledContext(t *testing.T, d leaderelection.RaceDecider) {
+	tok := write(t, d, sampleEntry(0, "w-0"), entry.LeaderToken{})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := d.ReadCurrent(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadCurrent with a cancelled context: err = %v, want context.Canceled", err)
+	}
+	e := sampleEntry(1, "w-cancelled")
+	e.Token = tok
+	if _, err := d.WriteEntry(ctx, e); !errors.Is(err, context.Canceled) {
+		t.Errorf("WriteEntry with a cancelled context: err = %v, want context.Canceled", err)
+	}
+	if got := read(t, d); got.WriteID != "w-0" {
+		t.Errorf("a write with a context cancelled before the call was applied: write id %q", got.WriteID)
+	}
+}
+
+func changeNotifier(t *testing.T, d leaderelection.RaceDecider) {
+	cn, ok := d.(leaderelection.ChangeNotifier)
+	if !ok {
+		t.Skip("backend does not implement ChangeNotifier")
+	}
+	// Nothing changed: it must block until its context ends.
+	short, cancelShort := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancelShort()
+	got, err := cn.WaitForChange(short, entry.LeaderToken{})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForChange on an unchanged empty store = %+v, %v; want it to block until its context ends", got, err)
+	}
+	// Already changed: returns at once with the current record.
+	tok := write(t, d, sampleEntry(0, "w-0"), entry.LeaderToken{})
+	got, err = cn.WaitForChange(t.Context(), entry.LeaderToken{})
+	if err != nil || got.WriteID != "w-0" {
+		t.Fatalf("WaitForChange after a write = %+v, %v; want the new record at once", got, err)
+	}
+
+	type result struct {
+		e   *entry.RaceEntry
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		e, err := cn.WaitForChange(t.Context(), tok)
+		done <- result{e, err}
+	}()
+	write(t, d, sampleEntry(1, "w-1"), tok)
+	r := <-done
+	if r.err != nil || r.e.WriteID != "w-1" || r.e.Token.IsZero() {
+		t.Fatalf("WaitForChange across a write = %+v, %v; want the new record with its token", r.e, r.err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := cn.WaitForChange(ctx, r.e.Token); !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitForChange with a cancelled context: err = %v, want context.Canceled", err)
+	}
+}
