@@ -101,12 +101,101 @@ func (w *WatchConfig) Validate() error {
 
 // Watch reports each new leader, extension, release and expiry to cb, once
 // each and in order, until ctx ends; then it returns ctx's error. It may start
-// before any election: the first leader is reported when elected. cb runs on
-// Watch's goroutine, so a slow cb delays later reports but loses none of the
-// latest state.
+// before any election: the first leader is reported when elected. The first
+// report describes the record found at start (a leader, a release or an
+// expired term). cb runs on Watch's goroutine: a slow cb delays the next read.
+//
+// With a Decider that pushes changes, Watch reads only at start and on a push.
+// Otherwise it reads every PollInterval, and also right at TermExpiry, to tell
+// an expiry from an extension it has not seen yet. Failed reads are retried
+// with backoff and reported to OnError and Logger; they never end the watch.
 func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c Change)) error {
 	if err := w.Validate(); err != nil {
 		return err
 	}
-	panic("TODO")
+	if w.Clock == nil {
+		w.Clock = clocks.DefaultClock()
+	}
+	if w.Logger == nil {
+		w.Logger = slog.New(slog.DiscardHandler)
+	}
+	w.PollInterval = orDefault(w.PollInterval, DefaultWatchPollInterval)
+	notifier, _ := w.Decider.(ChangeNotifier)
+
+	var (
+		last    *entry.RaceEntry // last record reported
+		expired bool             // last's expiry has been reported
+	)
+	rec, err := w.read(ctx)
+	for err == nil {
+		if kind, ok := classify(last, rec); ok {
+			last, expired = rec, false
+			cb(ctx, Change{Kind: kind, Entry: *rec.Clone()})
+		}
+		// live: a term whose expiry has yet to be reported.
+		live := last != nil && !last.Released && !expired
+		if live && !w.Clock.Now().Before(last.TermExpiry) && last.ElectionNumber == rec.ElectionNumber {
+			expired = true
+			cb(ctx, Change{Kind: TermExpired, Entry: *last.Clone()})
+			continue
+		}
+		rec, err = w.next(ctx, notifier, rec, live)
+	}
+	return err
+}
+
+// next waits for the next moment worth a look and returns the record then.
+func (w *WatchConfig) next(ctx context.Context, n ChangeNotifier, rec *entry.RaceEntry, live bool) (*entry.RaceEntry, error) {
+	now := w.Clock.Now()
+	var until time.Time
+	switch {
+	case n != nil && live:
+		until = rec.TermExpiry
+	case n != nil:
+		until = now.Add(365 * 24 * time.Hour) // only a push matters
+	default:
+		until = now.Add(w.PollInterval)
+		if live {
+			until = minTime(until, rec.TermExpiry)
+		} else if takeover := rec.TermExpiry.Add(w.MaxClockSkew); now.Before(takeover) && !rec.Released {
+			until = minTime(until, takeover)
+		}
+	}
+	pushed, err := waitForChangeUntil(ctx, w.Clock, n, rec.Token, until)
+	switch {
+	case err != nil:
+		return nil, err
+	case pushed != nil:
+		return pushed, nil
+	case n != nil && live:
+		// The term ran out with no push: nothing changed, no read needed.
+		return rec, nil
+	}
+	return w.read(ctx)
+}
+
+func (w *WatchConfig) read(ctx context.Context) (*entry.RaceEntry, error) {
+	return readRetrying(ctx, w.Clock, w.Decider, max(w.PollInterval, time.Second), time.Time{}, func(err error) error {
+		w.Logger.Warn("watch: reading the election record failed; retrying", "err", err)
+		if w.OnError != nil {
+			w.OnError(ctx, err)
+		}
+		return nil
+	})
+}
+
+// classify says what rec is to a watcher that last reported last, and whether
+// it is news at all.
+func classify(last, rec *entry.RaceEntry) (ChangeKind, bool) {
+	switch {
+	case rec.ElectionNumber == entry.NoElections:
+		return 0, false
+	case last != nil && rec.ElectionNumber <= last.ElectionNumber:
+		return 0, false
+	case rec.Released:
+		return LeaderReleased, true
+	case last == nil || last.Term != rec.Term:
+		return LeaderElected, true
+	}
+	return TermExtended, true
 }

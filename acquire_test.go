@@ -1,0 +1,428 @@
+package leaderelection_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	clocks "github.com/vimeo/go-clocks"
+	"github.com/racedecider/leaderelection/internal/skewclock"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/memory"
+)
+
+func TestFirstElectionAndTwoExtensionsPerTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		f := &faultyDecider{RaceDecider: mem}
+		r := newRecorder(t)
+		var changed []entry.RaceEntry
+		cfg := baseConfig(f, "a", r, nil)
+		cfg.LeaderChanged = func(_ context.Context, e entry.RaceEntry) { changed = append(changed, e) }
+		stop := runCandidate(t, cfg)
+		tn := r.next()
+		if tn.id != "a" || tn.term != 0 {
+			t.Fatalf("elected %s with term %d, want a with term 0", tn.id, tn.term)
+		}
+		start := time.Now()
+		if got, want := tn.tv.Get(), start.Add(term); got.After(want) {
+			t.Errorf("TimeView %v later than election + TermLength %v", got, want)
+		}
+		writesAtElection := f.writes.Load()
+		time.Sleep(5 * term) // virtual time
+		synctest.Wait()
+		extensions := f.writes.Load() - writesAtElection
+		if extensions < 9 || extensions > 10 {
+			t.Errorf("%d extensions in 5 terms, want about 10 (twice per term)", extensions)
+		}
+		if !tn.tv.ValueInFuture() {
+			t.Error("leader's TimeView expired although every extension succeeded")
+		}
+		rec, _ := mem.ReadCurrent(t.Context())
+		if rec.Term != 0 || rec.LeaderID != "a" || rec.ElectionNumber != extensions {
+			t.Errorf("record %+v: want term 0 held by a, election number %d", rec, extensions)
+		}
+		if len(changed) != 1 || changed[0].LeaderID != "a" {
+			t.Errorf("LeaderChanged calls %+v, want one for a", changed)
+		}
+		stop()
+	})
+}
+
+func TestLeaderWithFailedStoreStopsAtExpiry(t *testing.T) {
+	for _, mode := range []string{"errors", "hangs"} {
+		t.Run(mode, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &faultyDecider{RaceDecider: memory.NewDecider()}
+				r := newRecorder(t)
+				var ousted time.Time
+				cfg := baseConfig(f, "a", r, nil)
+				cfg.OnOusting = func(context.Context) { ousted = time.Now() }
+				stop := runCandidate(t, cfg)
+				tn := r.next()
+				time.Sleep(term / 4)
+				if mode == "hangs" {
+					f.hang.Store(true)
+				} else {
+					f.failAll.Store(true)
+				}
+				expiry := tn.tv.Get()
+				time.Sleep(time.Until(expiry))
+				synctest.Wait()
+				if tn.tv.ValueInFuture() {
+					t.Fatalf("TimeView still valid at its own expiry")
+				}
+				if tn.ended.IsZero() || tn.ended.After(expiry) {
+					t.Errorf("elected context ended at %v, want by the TimeView expiry %v", tn.ended, expiry)
+				}
+				if ousted.IsZero() {
+					t.Error("OnOusting not called after the term expired")
+				}
+				// The store comes back: the candidate campaigns again and,
+				// the record being its own expired one, waits out the skew.
+				f.hang.Store(false)
+				f.failAll.Store(false)
+				tn2 := r.next()
+				if tn2.term <= tn.term {
+					t.Errorf("re-elected with term %d, not above %d", tn2.term, tn.term)
+				}
+				if since := tn2.start.Sub(expiry); since < skew {
+					t.Errorf("re-elected %v after the old expiry, want at least MaxClockSkew %v", since, skew)
+				}
+				stop()
+			})
+		})
+	}
+}
+
+// TestSuccessorWaitsForSkewOnOwnClock runs a successor whose clock is ahead
+// of or behind the leader's by up to MaxClockSkew and checks it acquires only
+// once its own clock passes TermExpiry + MaxClockSkew, and that the two never
+// both hold a valid TimeView (checked by the recorder at each election).
+func TestSuccessorWaitsForSkewOnOwnClock(t *testing.T) {
+	for _, off := range []time.Duration{-skew, -skew / 2, 0, skew / 2, skew} {
+		t.Run(off.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memory.NewDecider()
+				leaderStore := &faultyDecider{RaceDecider: mem}
+				r := newRecorder(t)
+				stopA := runCandidate(t, baseConfig(leaderStore, "a", r, nil))
+				a := r.next()
+				bClock := skewclock.New(clocks.DefaultClock(), off)
+				stopB := runCandidate(t, baseConfig(pushingFaultyDecider{&faultyDecider{RaceDecider: mem}}, "b", r, bClock))
+				time.Sleep(term / 3)
+				leaderStore.failAll.Store(true) // a is cut off
+				b := r.next()
+				if b.id != "b" {
+					t.Fatalf("elected %s, want b", b.id)
+				}
+				aExpiry := a.tv.Get()
+				bNow := bClock.Now().Add(-time.Since(b.start)) // b's clock at its election
+				if !bNow.After(aExpiry.Add(skew)) {
+					t.Errorf("b elected at %v on its clock, not after a's expiry %v + skew %v", bNow, aExpiry, skew)
+				}
+				if late := bNow.Sub(aExpiry.Add(skew)); late > skew {
+					t.Errorf("b elected %v after it could have, want well within a term", late)
+				}
+				stopB()
+				stopA()
+			})
+		})
+	}
+}
+
+func TestGracefulReleaseHandsOverAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		r := newRecorder(t)
+		var order []string
+		var mu sync.Mutex
+		note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+		cfgA := baseConfig(mem, "a", r, nil)
+		inner := cfgA.OnElected
+		var tvA *leaderelection.TimeView
+		cfgA.OnElected = func(ctx context.Context, tv *leaderelection.TimeView) {
+			tvA = tv
+			inner(ctx, tv)
+			note("a: OnElected returned")
+		}
+		cfgA.OnOusting = func(context.Context) { note("a: ousted") }
+		stopA := runCandidate(t, cfgA)
+		a := r.next()
+		stopB := runCandidate(t, baseConfig(mem, "b", r, nil))
+		stopC := runCandidate(t, baseConfig(mem, "c", r, nil))
+		time.Sleep(term / 3)
+		released, heldUntil := time.Now(), a.tv.Get()
+		stopA()
+		if tvA.ValueInFuture() {
+			t.Error("TimeView still valid after Acquire released and returned")
+		}
+		next := r.next()
+		if wait := next.start.Sub(released); wait > skew {
+			t.Errorf("successor elected %v after the release, want well under MaxClockSkew (%v)", wait, skew)
+		}
+		if next.start.After(heldUntil) {
+			t.Errorf("successor waited for the released term to run out")
+		}
+		if next.term <= a.term {
+			t.Errorf("successor term %d not above %d", next.term, a.term)
+		}
+		if strings.Join(order, ", ") != "a: OnElected returned, a: ousted" {
+			t.Errorf("order of events %q", order)
+		}
+		stopB()
+		stopC()
+	})
+}
+
+func TestReleaseRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		r := newRecorder(t)
+		stop := runCandidate(t, baseConfig(mem, "a", r, nil))
+		a := r.next()
+		stop()
+		rec, err := mem.ReadCurrent(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rec.Released || rec.LeaderID != "a" || rec.Term != a.term {
+			t.Errorf("record after shutdown %+v, want released by a with term %d", rec, a.term)
+		}
+
+		// With DisableRelease the term is left to expire.
+		mem2 := memory.NewDecider()
+		r = newRecorder(t)
+		cfg := baseConfig(mem2, "a", r, nil)
+		cfg.DisableRelease = true
+		stop = runCandidate(t, cfg)
+		r.next()
+		stop()
+		rec, _ = mem2.ReadCurrent(t.Context())
+		if rec.Released {
+			t.Errorf("DisableRelease: record %+v was released", rec)
+		}
+	})
+}
+
+func TestRejoinAfterLossAndFencingIncreases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		r := newRecorder(t)
+		stores := map[string]*faultyDecider{}
+		var stops []func()
+		for _, id := range []string{"a", "b", "c"} {
+			stores[id] = &faultyDecider{RaceDecider: mem}
+			stops = append(stops, runCandidate(t, baseConfig(pushingFaultyDecider{stores[id]}, id, r, nil)))
+		}
+		var terms []int64
+		seen := map[string]bool{}
+		prev := r.next()
+		terms = append(terms, prev.term)
+		for range 6 {
+			stores[prev.id].failAll.Store(true) // cut the leader off
+			next := r.next()
+			stores[prev.id].failAll.Store(false) // it comes back and must rejoin
+			seen[next.id] = true
+			if next.term <= prev.term {
+				t.Fatalf("term went from %d to %d", prev.term, next.term)
+			}
+			terms = append(terms, next.term)
+			prev = next
+		}
+		if len(seen) < 2 {
+			t.Errorf("only %v were ever re-elected: cut-off candidates did not rejoin", seen)
+		}
+		t.Logf("terms: %v", terms)
+		for _, s := range stops {
+			s()
+		}
+	})
+}
+
+func TestAmbiguousWritesRecovered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		f := &faultyDecider{RaceDecider: mem}
+		r := newRecorder(t)
+		f.applyThenFail.Store(1) // the acquisition itself
+		ousted := 0
+		cfg := baseConfig(f, "a", r, nil)
+		cfg.OnOusting = func(context.Context) { ousted++ }
+		stop := runCandidate(t, cfg)
+		a := r.next()
+		// Every extension for three terms reports failure although applied.
+		f.applyThenFail.Store(6)
+		time.Sleep(3 * term)
+		synctest.Wait()
+		if !a.tv.ValueInFuture() || ousted != 0 {
+			t.Errorf("leader stepped down after its own applied writes (valid=%v, ousted %d times)", a.tv.ValueInFuture(), ousted)
+		}
+		rec, _ := mem.ReadCurrent(t.Context())
+		if rec.LeaderID != "a" || rec.Term != a.term || rec.ElectionNumber < 6 {
+			t.Errorf("record %+v: want a's term %d extended at least 6 times", rec, a.term)
+		}
+		// A release whose write is ambiguous is recovered too.
+		f.applyThenFail.Store(1)
+		stop()
+		rec, _ = mem.ReadCurrent(t.Context())
+		if !rec.Released {
+			t.Errorf("ambiguous release not recovered: %+v", rec)
+		}
+	})
+}
+
+func TestLostRaceEndsTenureAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		r := newRecorder(t)
+		stop := runCandidate(t, baseConfig(mem, "a", r, nil))
+		a := r.next()
+		// Someone overwrites the record behind the leader's back.
+		rec, _ := mem.ReadCurrent(t.Context())
+		rogue := rec.Clone()
+		rogue.ElectionNumber++
+		rogue.Term = rogue.ElectionNumber
+		rogue.LeaderID = "rogue"
+		rogue.WriteID = "rogue"
+		if _, err := mem.WriteEntry(t.Context(), rogue); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(term / 2) // past a's next extension
+		synctest.Wait()
+		if a.tv.ValueInFuture() || a.ended.IsZero() {
+			t.Errorf("leader still believes it leads after losing the record (valid=%v)", a.tv.ValueInFuture())
+		}
+		stop()
+	})
+}
+
+func TestLeaderChangedOncePerTenure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		r := newRecorder(t)
+		stopA := runCandidate(t, baseConfig(mem, "a", r, nil))
+		r.next()
+		var got []string
+		cfgB := baseConfig(mem, "b", r, nil)
+		cfgB.LeaderChanged = func(_ context.Context, e entry.RaceEntry) { got = append(got, e.LeaderID) }
+		stopB := runCandidate(t, cfgB)
+		time.Sleep(3 * term) // several extensions by a
+		stopA()              // release: b takes over
+		r.next()
+		time.Sleep(3 * term)
+		synctest.Wait()
+		if strings.Join(got, ",") != "a,b" {
+			t.Errorf("LeaderChanged saw %q, want a,b", got)
+		}
+		stopB()
+	})
+}
+
+func TestHerdElectionCost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		r := newRecorder(t)
+		const n = 20
+		var stores []*faultyDecider
+		var stops []func()
+		for i := range n {
+			f := &faultyDecider{RaceDecider: mem}
+			stores = append(stores, f)
+			stops = append(stops, runCandidate(t, baseConfig(pushingFaultyDecider{f}, string(rune('A'+i)), r, nil)))
+		}
+		first := r.next()
+		time.Sleep(term)
+		synctest.Wait()
+		var reads, writes int64
+		for _, f := range stores {
+			reads += f.reads.Swap(0)
+			writes += f.writes.Swap(0)
+		}
+		t.Logf("start-up election of %d candidates: %d reads, %d writes (incl. the leader's extensions)", n, reads, writes)
+		// Release: the crowd is woken by a push at the same instant.
+		idx := int(first.id[0] - 'A')
+		stops[idx]()
+		stops[idx] = func() {}
+		r.next()
+		time.Sleep(skew) // past every candidate's jitter: all have looked
+		synctest.Wait()
+		reads, writes = 0, 0
+		for _, f := range stores {
+			reads += f.reads.Load()
+			writes += f.writes.Load()
+		}
+		t.Logf("handover among %d candidates: %d reads, %d writes", n-1, reads, writes)
+		// The release, the winner's write and at most a few collisions.
+		if writes > 5 {
+			t.Errorf("handover among %d candidates cost %d writes: the crowd is not spread out", n-1, writes)
+		}
+		if reads > n+5 {
+			t.Errorf("handover among %d candidates cost %d reads, want about one each", n-1, reads)
+		}
+		for _, s := range stops {
+			s()
+		}
+	})
+}
+
+func TestCorruptRecordStopsAcquire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		mem.SetRaw([]byte("somebody else's object"))
+		r := newRecorder(t)
+		err := baseConfig(mem, "a", r, nil).Acquire(t.Context())
+		if !errors.Is(err, leaderelection.ErrCorruptRecord) {
+			t.Fatalf("Acquire on a corrupt record = %v, want ErrCorruptRecord", err)
+		}
+	})
+}
+
+func TestValidate(t *testing.T) {
+	ok := leaderelection.Config{
+		Decider: memory.NewDecider(), LeaderID: "a", TermLength: time.Second, MaxClockSkew: 100 * time.Millisecond,
+		OnElected: func(context.Context, *leaderelection.TimeView) {},
+	}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	cases := []struct {
+		name  string
+		mod   func(c *leaderelection.Config)
+		wants []string
+	}{
+		{"nil decider", func(c *leaderelection.Config) { c.Decider = nil }, []string{"Decider is nil"}},
+		{"nil OnElected", func(c *leaderelection.Config) { c.OnElected = nil }, []string{"OnElected is nil"}},
+		{"empty id", func(c *leaderelection.Config) { c.LeaderID = "" }, []string{"LeaderID is empty"}},
+		{"zero term", func(c *leaderelection.Config) { c.TermLength = 0 }, []string{"TermLength (0s) must be positive"}},
+		{"negative term", func(c *leaderelection.Config) { c.TermLength = -time.Second }, []string{"TermLength (-1s)"}},
+		{"negative skew", func(c *leaderelection.Config) { c.MaxClockSkew = -time.Millisecond }, []string{"MaxClockSkew (-1ms) must not be negative"}},
+		{"term vs skew", func(c *leaderelection.Config) { c.MaxClockSkew = 500 * time.Millisecond },
+			[]string{"TermLength (1s) must be greater than 2 x MaxClockSkew (500ms)", "4 x (2s)"}},
+		{"several", func(c *leaderelection.Config) { c.Decider = nil; c.LeaderID = "" }, []string{"Decider is nil", "LeaderID is empty"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := ok
+			c.mod(&cfg)
+			err := cfg.Validate()
+			if err == nil {
+				t.Fatal("Validate accepted it")
+			}
+			for _, w := range c.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if aerr := cfg.Acquire(t.Context()); aerr == nil || aerr.Error() != err.Error() {
+				t.Errorf("Acquire returned %v, want the Validate error", aerr)
+			}
+		})
+	}
+}

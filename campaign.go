@@ -1,0 +1,310 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	clocks "github.com/vimeo/go-clocks"
+
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// Acquire campaigns for leadership until ctx ends, then returns ctx's error.
+//
+// While this candidate leads, OnElected runs with a context that ends with the
+// leadership. Losing leadership (a lost race, a term that ran out because the
+// store could not be reached) cancels that context, waits for OnElected to
+// return, calls OnOusting, and campaigns again. When ctx ends while leading,
+// Acquire releases the term (unless DisableRelease) after OnElected has
+// returned, so that another candidate takes over at once. If OnElected
+// returns on its own, the candidate steps down the same way and campaigns
+// again.
+//
+// Acquire returns early with an error for an invalid Config, and for a stored
+// record that does not decode (wrapping ErrCorruptRecord): it never overwrites
+// what it cannot read, as the object may belong to something else.
+func (c Config) Acquire(ctx context.Context) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	cd := &candidate{Config: c.withDefaults(), lastTerm: -1}
+	cd.notifier, _ = c.Decider.(ChangeNotifier)
+	cd.log = cd.Logger.With("leader_id", cd.LeaderID)
+	err := cd.campaign(ctx)
+	if ctx.Err() != nil {
+		cd.releaseUnknownWrite(ctx)
+	}
+	return err
+}
+
+// releaseUnknownWrite handles a shutdown that interrupted an acquisition: the
+// write may have been applied, leaving a term nobody serves. If a read shows
+// it was, release it so that the next leader need not wait it out.
+func (cd *candidate) releaseUnknownWrite(ctx context.Context) {
+	if len(cd.pending) == 0 || cd.DisableRelease {
+		return
+	}
+	rctx, cancel := cd.Clock.ContextWithTimeout(context.WithoutCancel(ctx), cd.opTimeout())
+	defer cancel()
+	rec, err := cd.Decider.ReadCurrent(rctx)
+	if err == nil && cd.ours(rec) && !rec.Released {
+		cd.release(ctx, rec)
+	}
+}
+
+// candidate is the state of one Acquire call.
+type candidate struct {
+	Config
+	notifier ChangeNotifier
+	log      *slog.Logger
+	// lastTerm is the tenure last reported to LeaderChanged.
+	lastTerm int64
+	// pending holds writes whose outcome was unknown and that may still be
+	// applied: a record carrying one of these write ids is ours.
+	pending []pendingWrite
+}
+
+type pendingWrite struct {
+	writeID string
+	// on is the token the write was conditioned on; once the store holds
+	// another record the write can never apply.
+	on entry.LeaderToken
+}
+
+// opTimeout bounds one read while campaigning, so a hung store call cannot
+// stall a candidate forever.
+func (cd *candidate) opTimeout() time.Duration { return cd.TermLength / 2 }
+
+// herdJitter is the window over which candidates that find the record free
+// at the same moment spread their writes. It is small beside the term, and
+// zero when the clocks are trusted completely (tests with one clock).
+func (cd *candidate) herdJitter() time.Duration {
+	return min(cd.MaxClockSkew/2, cd.TermLength/16)
+}
+
+func (cd *candidate) campaign(ctx context.Context) error {
+	rec, err := cd.read(ctx)
+	if err != nil {
+		return err
+	}
+	// jittered records whether this candidate has waited a random while
+	// since the record became free, so that candidates who saw it free
+	// together re-read at different moments and most see a winner instead
+	// of writing.
+	jittered := false
+	for {
+		cd.observe(ctx, rec)
+		if cd.ours(rec) {
+			// A write whose outcome was unknown was applied after all.
+			cd.log.Info("an earlier write with an unknown outcome was applied: leading", "term", rec.Term)
+			if rec, err = cd.lead(ctx, rec); err != nil {
+				return err
+			}
+			jittered = false
+			continue
+		}
+		if !cd.free(rec) {
+			if rec, err = cd.waitForFree(ctx, rec); err != nil {
+				return err
+			}
+			jittered = true
+			continue
+		}
+		if !jittered {
+			if !cd.Clock.SleepFor(ctx, jitter(cd.herdJitter())) {
+				return ctx.Err()
+			}
+			if rec, err = cd.read(ctx); err != nil {
+				return err
+			}
+			jittered = true
+			continue
+		}
+		jittered = false
+		won, next, err := cd.tryAcquire(ctx, rec)
+		if err != nil {
+			return err
+		}
+		if won {
+			if next, err = cd.lead(ctx, next); err != nil {
+				return err
+			}
+		}
+		rec = next
+	}
+}
+
+// free reports whether rec may be taken over now: there is none, it was
+// released, or its term is over even on a clock MaxClockSkew behind the
+// holder's.
+func (cd *candidate) free(rec *entry.RaceEntry) bool {
+	return rec.ElectionNumber == entry.NoElections || rec.Released ||
+		cd.Clock.Now().After(rec.TermExpiry.Add(cd.MaxClockSkew))
+}
+
+// waitForFree waits until rec's term can be taken over (plus jitter), or a
+// change is pushed, or the poll interval passes, and returns the record then.
+func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*entry.RaceEntry, error) {
+	until := rec.TermExpiry.Add(cd.MaxClockSkew + jitter(cd.herdJitter()))
+	if cd.notifier == nil {
+		until = minTime(until, cd.Clock.Now().Add(cd.PollInterval))
+	}
+	pushed, err := waitForChangeUntil(ctx, cd.Clock, cd.notifier, rec.Token, until)
+	if err != nil {
+		return nil, err
+	}
+	if pushed != nil {
+		if !cd.free(pushed) {
+			// An extension or a new leader: nothing to do, nothing to read.
+			return pushed, nil
+		}
+		// A push ends every waiter's sleep at once: spread them before
+		// they read and act on it.
+		if !cd.Clock.SleepFor(ctx, jitter(cd.herdJitter())) {
+			return nil, ctx.Err()
+		}
+	}
+	return cd.read(ctx)
+}
+
+// read reads the record, retrying failures with backoff until ctx ends. A
+// corrupt record is returned as an error at once.
+func (cd *candidate) read(ctx context.Context) (*entry.RaceEntry, error) {
+	return readRetrying(ctx, cd.Clock, cd.Decider, cd.opTimeout(), time.Time{}, func(err error) error {
+		if errors.Is(err, entry.ErrCorruptRecord) {
+			return fmt.Errorf("leaderelection: not campaigning on a record it cannot read: %w", err)
+		}
+		cd.log.Warn("reading the election record failed; retrying", "err", err)
+		return nil
+	})
+}
+
+// readRetrying reads until it succeeds, ctx ends, or deadline (if not zero)
+// passes. Each failure goes to onErr; a non-nil result from onErr stops the
+// retries and is returned.
+func readRetrying(ctx context.Context, clock clocks.Clock, d RaceDecider, timeout time.Duration, deadline time.Time, onErr func(error) error) (*entry.RaceEntry, error) {
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = clock.ContextWithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	b := newBackoff(timeout/64, timeout)
+	for {
+		rctx, cancel := clock.ContextWithTimeout(ctx, timeout)
+		rec, err := d.ReadCurrent(rctx)
+		cancel()
+		if err == nil {
+			return rec, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if stop := onErr(err); stop != nil {
+			return nil, stop
+		}
+		if !clock.SleepFor(ctx, b.next()) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// observe reports a new tenure to LeaderChanged and forgets pending writes
+// that can no longer apply.
+func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
+	kept := cd.pending[:0]
+	for _, p := range cd.pending {
+		if p.on == rec.Token || p.writeID == rec.WriteID {
+			kept = append(kept, p)
+		}
+	}
+	cd.pending = kept
+	if rec.ElectionNumber == entry.NoElections || rec.Released || rec.Term == cd.lastTerm {
+		return
+	}
+	cd.lastTerm = rec.Term
+	if cd.LeaderChanged != nil {
+		cd.LeaderChanged(ctx, *rec.Clone())
+	}
+}
+
+// ours reports whether rec was written by a write of ours whose outcome was
+// unknown.
+func (cd *candidate) ours(rec *entry.RaceEntry) bool {
+	for _, p := range cd.pending {
+		if p.writeID == rec.WriteID {
+			return true
+		}
+	}
+	return false
+}
+
+// write writes next (conditioned on next.Token) before deadline and returns
+// the record the store holds afterwards. mine reports that the store holds a
+// record written by this candidate: next, or an earlier write whose outcome
+// was unknown and that was applied after all. A write that failed in any way
+// is resolved by reading back write ids, as a transport error can hide a
+// success and a request the client retried can report a lost race for a write
+// that was applied. err is set only when ctx ended or the deadline passed with
+// the outcome still unknown.
+func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline time.Time) (stored *entry.RaceEntry, mine bool, err error) {
+	wctx, cancel := cd.Clock.ContextWithDeadline(ctx, deadline)
+	tok, werr := cd.Decider.WriteEntry(wctx, next)
+	cancel()
+	if werr == nil {
+		next.Token = tok
+		cd.pending = nil
+		return next, true, nil
+	}
+	if !isRaceLost(werr) {
+		cd.log.Warn("write outcome unknown; reading it back", "election", next.ElectionNumber, "err", werr)
+	}
+	cd.pending = append(cd.pending, pendingWrite{writeID: next.WriteID, on: next.Token})
+	rec, rerr := readRetrying(ctx, cd.Clock, cd.Decider, cd.opTimeout(), deadline, func(err error) error {
+		cd.log.Warn("reading back a write failed; retrying", "err", err)
+		return nil
+	})
+	if rerr != nil {
+		return nil, false, rerr
+	}
+	if cd.ours(rec) {
+		cd.pending = nil
+		return rec, true, nil
+	}
+	return rec, false, nil
+}
+
+// tryAcquire writes a new tenure over rec. It returns won and the record as
+// the store holds it afterwards.
+func (cd *candidate) tryAcquire(ctx context.Context, rec *entry.RaceEntry) (won bool, stored *entry.RaceEntry, err error) {
+	// The expiry counts from before the write is sent: conservative.
+	t0 := cd.Clock.Now()
+	next := &entry.RaceEntry{
+		ElectionNumber:   rec.ElectionNumber + 1,
+		Term:             rec.ElectionNumber + 1,
+		LeaderID:         cd.LeaderID,
+		HostPort:         cd.HostPort,
+		ConnectionParams: cd.ConnectionParams,
+		TermExpiry:       t0.Add(cd.TermLength),
+		WriteID:          newWriteID(),
+		Token:            rec.Token,
+	}
+	// Past the expiry it asks for, a win would be worthless.
+	stored, won, err = cd.write(ctx, next, next.TermExpiry)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		// The term we asked for ran out before we learnt whether we got
+		// it: either way it is over. Start again from a fresh read.
+		stored, err = cd.read(ctx)
+		return false, stored, err
+	}
+	return won, stored, err
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,87 @@
+package leaderelection
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	mrand "math/rand/v2"
+	"time"
+
+	clocks "github.com/vimeo/go-clocks"
+
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// waitForChangeUntil waits until until, or until the record identified by tok
+// is replaced when n can push changes. It returns the pushed record, or nil
+// when time ran out (or n failed: the caller then reads). Only ctx ending is an
+// error.
+func waitForChangeUntil(ctx context.Context, clock clocks.Clock, n ChangeNotifier, tok entry.LeaderToken, until time.Time) (*entry.RaceEntry, error) {
+	if n == nil {
+		if !clock.SleepUntil(ctx, until) {
+			return nil, ctx.Err()
+		}
+		return nil, nil
+	}
+	wctx, cancel := clock.ContextWithDeadline(ctx, until)
+	defer cancel()
+	rec, err := n.WaitForChange(wctx, tok)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		if wctx.Err() == nil {
+			// The notifier failed before the deadline: wait out the rest
+			// so that a broken push channel cannot turn into a busy loop.
+			if !clock.SleepUntil(ctx, until) {
+				return nil, ctx.Err()
+			}
+		}
+		return nil, nil
+	}
+	return rec, nil
+}
+
+// backoff spaces out retries of a failing store: exponential with full
+// jitter, so that candidates that failed together do not retry together.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func newBackoff(min, max time.Duration) backoff {
+	if max < min {
+		max = min
+	}
+	return backoff{min: min, max: max}
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return b.cur/2 + jitter(b.cur/2)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// jitter returns a random duration in [0, d).
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return mrand.N(d)
+}
+
+// newWriteID returns a random id that tells one write attempt from another.
+func newWriteID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// isRaceLost reports whether err is a lost race rather than an outcome that
+// might have been a success.
+func isRaceLost(err error) bool { return errors.Is(err, entry.ErrRaceLost) }
