@@ -9,8 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	clocks "github.com/vimeo/go-clocks"
 	"github.com/racedecider/leaderelection/internal/skewclock"
+	clocks "github.com/vimeo/go-clocks"
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
@@ -21,17 +21,17 @@ func TestFirstElectionAndTwoExtensionsPerTerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewDecider()
 		f := &faultyDecider{RaceDecider: mem}
-		r := newRecorder(t)
+		r := newMonitor(t)
 		var changed []entry.RaceEntry
 		cfg := baseConfig(f, "a", r, nil)
 		cfg.LeaderChanged = func(_ context.Context, e entry.RaceEntry) { changed = append(changed, e) }
 		stop := runCandidate(t, cfg)
-		tn := r.next()
-		if tn.id != "a" || tn.term != 0 {
-			t.Fatalf("elected %s with term %d, want a with term 0", tn.id, tn.term)
+		tn := next(r)
+		if tn.ID != "a" || tn.Term != 0 {
+			t.Fatalf("elected %s with term %d, want a with term 0", tn.ID, tn.Term)
 		}
 		start := time.Now()
-		if got, want := tn.tv.Get(), start.Add(term); got.After(want) {
+		if got, want := tn.TV.Get(), start.Add(term); got.After(want) {
 			t.Errorf("TimeView %v later than election + TermLength %v", got, want)
 		}
 		writesAtElection := f.writes.Load()
@@ -41,7 +41,7 @@ func TestFirstElectionAndTwoExtensionsPerTerm(t *testing.T) {
 		if extensions < 9 || extensions > 10 {
 			t.Errorf("%d extensions in 5 terms, want about 10 (twice per term)", extensions)
 		}
-		if !tn.tv.ValueInFuture() {
+		if !tn.TV.ValueInFuture() {
 			t.Error("leader's TimeView expired although every extension succeeded")
 		}
 		rec, _ := mem.ReadCurrent(t.Context())
@@ -60,26 +60,26 @@ func TestLeaderWithFailedStoreStopsAtExpiry(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := &faultyDecider{RaceDecider: memory.NewDecider()}
-				r := newRecorder(t)
+				r := newMonitor(t)
 				var ousted time.Time
 				cfg := baseConfig(f, "a", r, nil)
 				cfg.OnOusting = func(context.Context) { ousted = time.Now() }
 				stop := runCandidate(t, cfg)
-				tn := r.next()
+				tn := next(r)
 				time.Sleep(term / 4)
 				if mode == "hangs" {
 					f.hang.Store(true)
 				} else {
 					f.failAll.Store(true)
 				}
-				expiry := tn.tv.Get()
+				expiry := tn.TV.Get()
 				time.Sleep(time.Until(expiry))
 				synctest.Wait()
-				if tn.tv.ValueInFuture() {
+				if tn.TV.ValueInFuture() {
 					t.Fatalf("TimeView still valid at its own expiry")
 				}
-				if tn.ended.IsZero() || tn.ended.After(expiry) {
-					t.Errorf("elected context ended at %v, want by the TimeView expiry %v", tn.ended, expiry)
+				if tn.Ended.IsZero() || tn.Ended.After(expiry) {
+					t.Errorf("elected context ended at %v, want by the TimeView expiry %v", tn.Ended, expiry)
 				}
 				if ousted.IsZero() {
 					t.Error("OnOusting not called after the term expired")
@@ -88,11 +88,11 @@ func TestLeaderWithFailedStoreStopsAtExpiry(t *testing.T) {
 				// the record being its own expired one, waits out the skew.
 				f.hang.Store(false)
 				f.failAll.Store(false)
-				tn2 := r.next()
-				if tn2.term <= tn.term {
-					t.Errorf("re-elected with term %d, not above %d", tn2.term, tn.term)
+				tn2 := next(r)
+				if tn2.Term <= tn.Term {
+					t.Errorf("re-elected with term %d, not above %d", tn2.Term, tn.Term)
 				}
-				if since := tn2.start.Sub(expiry); since < skew {
+				if since := tn2.Start.Sub(expiry); since < skew {
 					t.Errorf("re-elected %v after the old expiry, want at least MaxClockSkew %v", since, skew)
 				}
 				stop()
@@ -111,19 +111,19 @@ func TestSuccessorWaitsForSkewOnOwnClock(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := memory.NewDecider()
 				leaderStore := &faultyDecider{RaceDecider: mem}
-				r := newRecorder(t)
+				r := newMonitor(t)
 				stopA := runCandidate(t, baseConfig(leaderStore, "a", r, nil))
-				a := r.next()
+				a := next(r)
 				bClock := skewclock.New(clocks.DefaultClock(), off)
 				stopB := runCandidate(t, baseConfig(pushingFaultyDecider{&faultyDecider{RaceDecider: mem}}, "b", r, bClock))
 				time.Sleep(term / 3)
 				leaderStore.failAll.Store(true) // a is cut off
-				b := r.next()
-				if b.id != "b" {
-					t.Fatalf("elected %s, want b", b.id)
+				b := next(r)
+				if b.ID != "b" {
+					t.Fatalf("elected %s, want b", b.ID)
 				}
-				aExpiry := a.tv.Get()
-				bNow := bClock.Now().Add(-time.Since(b.start)) // b's clock at its election
+				aExpiry := a.TV.Get()
+				bNow := bClock.Now().Add(-time.Since(b.Start)) // b's clock at its election
 				if !bNow.After(aExpiry.Add(skew)) {
 					t.Errorf("b elected at %v on its clock, not after a's expiry %v + skew %v", bNow, aExpiry, skew)
 				}
@@ -140,7 +140,7 @@ func TestSuccessorWaitsForSkewOnOwnClock(t *testing.T) {
 func TestGracefulReleaseHandsOverAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewDecider()
-		r := newRecorder(t)
+		r := newMonitor(t)
 		var order []string
 		var mu sync.Mutex
 		note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
@@ -154,24 +154,24 @@ func TestGracefulReleaseHandsOverAtOnce(t *testing.T) {
 		}
 		cfgA.OnOusting = func(context.Context) { note("a: ousted") }
 		stopA := runCandidate(t, cfgA)
-		a := r.next()
+		a := next(r)
 		stopB := runCandidate(t, baseConfig(mem, "b", r, nil))
 		stopC := runCandidate(t, baseConfig(mem, "c", r, nil))
 		time.Sleep(term / 3)
-		released, heldUntil := time.Now(), a.tv.Get()
+		released, heldUntil := time.Now(), a.TV.Get()
 		stopA()
 		if tvA.ValueInFuture() {
 			t.Error("TimeView still valid after Acquire released and returned")
 		}
-		next := r.next()
-		if wait := next.start.Sub(released); wait > skew {
+		next := next(r)
+		if wait := next.Start.Sub(released); wait > skew {
 			t.Errorf("successor elected %v after the release, want well under MaxClockSkew (%v)", wait, skew)
 		}
-		if next.start.After(heldUntil) {
+		if next.Start.After(heldUntil) {
 			t.Errorf("successor waited for the released term to run out")
 		}
-		if next.term <= a.term {
-			t.Errorf("successor term %d not above %d", next.term, a.term)
+		if next.Term <= a.Term {
+			t.Errorf("successor term %d not above %d", next.Term, a.Term)
 		}
 		if strings.Join(order, ", ") != "a: OnElected returned, a: ousted" {
 			t.Errorf("order of events %q", order)
@@ -184,25 +184,25 @@ func TestGracefulReleaseHandsOverAtOnce(t *testing.T) {
 func TestReleaseRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewDecider()
-		r := newRecorder(t)
+		r := newMonitor(t)
 		stop := runCandidate(t, baseConfig(mem, "a", r, nil))
-		a := r.next()
+		a := next(r)
 		stop()
 		rec, err := mem.ReadCurrent(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !rec.Released || rec.LeaderID != "a" || rec.Term != a.term {
-			t.Errorf("record after shutdown %+v, want released by a with term %d", rec, a.term)
+		if !rec.Released || rec.LeaderID != "a" || rec.Term != a.Term {
+			t.Errorf("record after shutdown %+v, want released by a with term %d", rec, a.Term)
 		}
 
 		// With DisableRelease the term is left to expire.
 		mem2 := memory.NewDecider()
-		r = newRecorder(t)
+		r = newMonitor(t)
 		cfg := baseConfig(mem2, "a", r, nil)
 		cfg.DisableRelease = true
 		stop = runCandidate(t, cfg)
-		r.next()
+		next(r)
 		stop()
 		rec, _ = mem2.ReadCurrent(t.Context())
 		if rec.Released {
@@ -214,7 +214,7 @@ func TestReleaseRecord(t *testing.T) {
 func TestRejoinAfterLossAndFencingIncreases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewDecider()
-		r := newRecorder(t)
+		r := newMonitor(t)
 		stores := map[string]*faultyDecider{}
 		var stops []func()
 		for _, id := range []string{"a", "b", "c"} {
@@ -223,17 +223,17 @@ func TestRejoinAfterLossAndFencingIncreases(t *testing.T) {
 		}
 		var terms []int64
 		seen := map[string]bool{}
-		prev := r.next()
-		terms = append(terms, prev.term)
+		prev := next(r)
+		terms = append(terms, prev.Term)
 		for range 6 {
-			stores[prev.id].failAll.Store(true) // cut the leader off
-			next := r.next()
-			stores[prev.id].failAll.Store(false) // it comes back and must rejoin
-			seen[next.id] = true
-			if next.term <= prev.term {
-				t.Fatalf("term went from %d to %d", prev.term, next.term)
+			stores[prev.ID].failAll.Store(true) // cut the leader off
+			next := next(r)
+			stores[prev.ID].failAll.Store(false) // it comes back and must rejoin
+			seen[next.ID] = true
+			if next.Term <= prev.Term {
+				t.Fatalf("term went from %d to %d", prev.Term, next.Term)
 			}
-			terms = append(terms, next.term)
+			terms = append(terms, next.Term)
 			prev = next
 		}
 		if len(seen) < 2 {
@@ -250,23 +250,23 @@ func TestAmbiguousWritesRecovered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewDecider()
 		f := &faultyDecider{RaceDecider: mem}
-		r := newRecorder(t)
+		r := newMonitor(t)
 		f.applyThenFail.Store(1) // the acquisition itself
 		ousted := 0
 		cfg := baseConfig(f, "a", r, nil)
 		cfg.OnOusting = func(context.Context) { ousted++ }
 		stop := runCandidate(t, cfg)
-		a := r.next()
+		a := next(r)
 		// Every extension for three terms reports failure although applied.
 		f.applyThenFail.Store(6)
 		time.Sleep(3 * term)
 		synctest.Wait()
-		if !a.tv.ValueInFuture() || ousted != 0 {
-			t.Errorf("leader stepped down after its own applied writes (valid=%v, ousted %d times)", a.tv.ValueInFuture(), ousted)
+		if !a.TV.ValueInFuture() || ousted != 0 {
+			t.Errorf("leader stepped down after its own applied writes (valid=%v, ousted %d times)", a.TV.ValueInFuture(), ousted)
 		}
 		rec, _ := mem.ReadCurrent(t.Context())
-		if rec.LeaderID != "a" || rec.Term != a.term || rec.ElectionNumber < 6 {
-			t.Errorf("record %+v: want a's term %d extended at least 6 times", rec, a.term)
+		if rec.LeaderID != "a" || rec.Term != a.Term || rec.ElectionNumber < 6 {
+			t.Errorf("record %+v: want a's term %d extended at least 6 times", rec, a.Term)
 		}
 		// A release whose write is ambiguous is recovered too.
 		f.applyThenFail.Store(1)
@@ -281,9 +281,9 @@ func TestAmbiguousWritesRecovered(t *testing.T) {
 func TestLostRaceEndsTenureAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewDecider()
-		r := newRecorder(t)
+		r := newMonitor(t)
 		stop := runCandidate(t, baseConfig(mem, "a", r, nil))
-		a := r.next()
+		a := next(r)
 		// Someone overwrites the record behind the leader's back.
 		rec, _ := mem.ReadCurrent(t.Context())
 		rogue := rec.Clone()
@@ -296,8 +296,8 @@ func TestLostRaceEndsTenureAtOnce(t *testing.T) {
 		}
 		time.Sleep(term / 2) // past a's next extension
 		synctest.Wait()
-		if a.tv.ValueInFuture() || a.ended.IsZero() {
-			t.Errorf("leader still believes it leads after losing the record (valid=%v)", a.tv.ValueInFuture())
+		if a.TV.ValueInFuture() || a.Ended.IsZero() {
+			t.Errorf("leader still believes it leads after losing the record (valid=%v)", a.TV.ValueInFuture())
 		}
 		stop()
 	})
@@ -306,16 +306,16 @@ func TestLostRaceEndsTenureAtOnce(t *testing.T) {
 func TestLeaderChangedOncePerTenure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewDecider()
-		r := newRecorder(t)
+		r := newMonitor(t)
 		stopA := runCandidate(t, baseConfig(mem, "a", r, nil))
-		r.next()
+		next(r)
 		var got []string
 		cfgB := baseConfig(mem, "b", r, nil)
 		cfgB.LeaderChanged = func(_ context.Context, e entry.RaceEntry) { got = append(got, e.LeaderID) }
 		stopB := runCandidate(t, cfgB)
 		time.Sleep(3 * term) // several extensions by a
 		stopA()              // release: b takes over
-		r.next()
+		next(r)
 		time.Sleep(3 * term)
 		synctest.Wait()
 		if strings.Join(got, ",") != "a,b" {
@@ -328,7 +328,7 @@ func TestLeaderChangedOncePerTenure(t *testing.T) {
 func TestHerdElectionCost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewDecider()
-		r := newRecorder(t)
+		r := newMonitor(t)
 		const n = 20
 		var stores []*faultyDecider
 		var stops []func()
@@ -337,7 +337,7 @@ func TestHerdElectionCost(t *testing.T) {
 			stores = append(stores, f)
 			stops = append(stops, runCandidate(t, baseConfig(pushingFaultyDecider{f}, string(rune('A'+i)), r, nil)))
 		}
-		first := r.next()
+		first := next(r)
 		time.Sleep(term)
 		synctest.Wait()
 		var reads, writes int64
@@ -347,10 +347,10 @@ func TestHerdElectionCost(t *testing.T) {
 		}
 		t.Logf("start-up election of %d candidates: %d reads, %d writes (incl. the leader's extensions)", n, reads, writes)
 		// Release: the crowd is woken by a push at the same instant.
-		idx := int(first.id[0] - 'A')
+		idx := int(first.ID[0] - 'A')
 		stops[idx]()
 		stops[idx] = func() {}
-		r.next()
+		next(r)
 		time.Sleep(skew) // past every candidate's jitter: all have looked
 		synctest.Wait()
 		reads, writes = 0, 0
@@ -376,7 +376,7 @@ func TestCorruptRecordStopsAcquire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewDecider()
 		mem.SetRaw([]byte("somebody else's object"))
-		r := newRecorder(t)
+		r := newMonitor(t)
 		err := baseConfig(mem, "a", r, nil).Acquire(t.Context())
 		if !errors.Is(err, leaderelection.ErrCorruptRecord) {
 			t.Fatalf("Acquire on a corrupt record = %v, want ErrCorruptRecord", err)

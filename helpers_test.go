@@ -3,7 +3,6 @@ package leaderelection_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/racedecidertest"
 )
 
 var errInjected = errors.New("injected store failure")
@@ -64,82 +64,16 @@ func (p pushingFaultyDecider) WaitForChange(ctx context.Context, tok entry.Leade
 	return p.RaceDecider.(leaderelection.ChangeNotifier).WaitForChange(ctx, tok)
 }
 
-// tenure is one candidate's time as leader, as its callbacks saw it.
-type tenure struct {
-	id           string
-	term         int64
-	tv           *leaderelection.TimeView
-	start, ended time.Time // on the real (virtual) clock
-}
+func newMonitor(t *testing.T) *racedecidertest.Monitor { return racedecidertest.NewMonitor(t) }
 
-// recorder collects tenures from several candidates and checks mutual
-// exclusion at every start.
-type recorder struct {
-	t       *testing.T
-	mu      sync.Mutex
-	tenures []*tenure
-	elected chan *tenure
-}
-
-func newRecorder(t *testing.T) *recorder {
-	return &recorder{t: t, elected: make(chan *tenure, 100)}
-}
-
-// onElected returns an OnElected callback for candidate id that records its
-// tenure and holds leadership until its context ends.
-func (r *recorder) onElected(id string) func(ctx context.Context, tv *leaderelection.TimeView) {
-	return func(ctx context.Context, tv *leaderelection.TimeView) {
-		if !tv.ValueInFuture() {
-			r.t.Errorf("%s: OnElected called with an expired TimeView (%v)", id, tv.Get())
-		}
-		tn := &tenure{id: id, term: tv.Term(), tv: tv, start: time.Now()}
-		r.mu.Lock()
-		for _, o := range r.tenures {
-			if o.ended.IsZero() && o.tv.ValueInFuture() {
-				r.t.Errorf("%s elected (term %d) while %s (term %d) holds a valid TimeView until %v",
-					id, tn.term, o.id, o.term, o.tv.Get())
-			}
-			if o.term >= tn.term {
-				r.t.Errorf("fencing token went backwards: %s term %d after %s term %d", id, tn.term, o.id, o.term)
-			}
-		}
-		r.tenures = append(r.tenures, tn)
-		r.mu.Unlock()
-		r.elected <- tn
-		<-ctx.Done()
-		if tv.ValueInFuture() && !errors.Is(context.Cause(ctx), context.Canceled) {
-			r.t.Errorf("%s: elected context ended (%v) but TimeView still valid", id, context.Cause(ctx))
-		}
-		r.mu.Lock()
-		tn.ended = time.Now()
-		r.mu.Unlock()
-	}
-}
-
-// next waits for the next election.
-func (r *recorder) next() *tenure {
-	r.t.Helper()
-	select {
-	case tn := <-r.elected:
-		return tn
-	case <-time.After(time.Hour):
-		r.t.Fatal("no election within an hour of virtual time")
-		return nil
-	}
-}
+// next waits for the next election; in a synctest bubble an hour is virtual.
+func next(m *racedecidertest.Monitor) *racedecidertest.Tenure { return m.Next(time.Hour) }
 
 // runCandidate starts cfg.Acquire and returns a stop function that cancels it
 // and waits for Acquire to return, checking its error.
 func runCandidate(t *testing.T, cfg leaderelection.Config) (stop func()) {
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- cfg.Acquire(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("%s: Acquire returned %v, want context.Canceled", cfg.LeaderID, err)
-		}
-	}
+	c := racedecidertest.StartCandidate(t.Context(), cfg)
+	return func() { c.Stop(t) }
 }
 
 const (
@@ -147,7 +81,7 @@ const (
 	skew = time.Second
 )
 
-func baseConfig(d leaderelection.RaceDecider, id string, r *recorder, clock clocks.Clock) leaderelection.Config {
+func baseConfig(d leaderelection.RaceDecider, id string, m *racedecidertest.Monitor, clock clocks.Clock) leaderelection.Config {
 	return leaderelection.Config{
 		Decider:      d,
 		LeaderID:     id,
@@ -155,6 +89,6 @@ func baseConfig(d leaderelection.RaceDecider, id string, r *recorder, clock cloc
 		TermLength:   term,
 		MaxClockSkew: skew,
 		Clock:        clock,
-		OnElected:    r.onElected(id),
+		OnElected:    m.OnElected(id),
 	}
 }

@@ -1,0 +1,233 @@
+package racedecidertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+)
+
+// Tenure is one candidate's time as leader, as its OnElected saw it.
+type Tenure struct {
+	ID   string
+	Term int64
+	TV   *leaderelection.TimeView
+	// Start is when OnElected was called; Ended when its context ended
+	// (zero while it leads). Both on the real clock (virtual in a synctest
+	// bubble).
+	Start, Ended time.Time
+}
+
+// Monitor records the tenures of several candidates and checks, at every
+// election, that no other candidate still holds a valid TimeView and that the
+// fencing token (Term) went up. Because a TimeView only moves forward on a
+// write the store accepted, and that write cannot succeed once another
+// candidate has written, checking at each election covers every instant.
+type Monitor struct {
+	t       testing.TB
+	mu      sync.Mutex
+	tenures []*Tenure
+	elected chan *Tenure
+}
+
+// NewMonitor returns a Monitor reporting failures to t.
+func NewMonitor(t testing.TB) *Monitor {
+	return &Monitor{t: t, elected: make(chan *Tenure, 1000)}
+}
+
+// OnElected returns an OnElected callback for candidate id that records its
+// tenure and leads until its context ends.
+func (m *Monitor) OnElected(id string) func(ctx context.Context, tv *leaderelection.TimeView) {
+	return func(ctx context.Context, tv *leaderelection.TimeView) {
+		if !tv.ValueInFuture() {
+			m.t.Errorf("%s: OnElected called with an expired TimeView (%v)", id, tv.Get())
+		}
+		tn := &Tenure{ID: id, Term: tv.Term(), TV: tv, Start: time.Now()}
+		m.mu.Lock()
+		for _, o := range m.tenures {
+			if o.Ended.IsZero() && o.TV.ValueInFuture() {
+				m.t.Errorf("%s elected (term %d) while %s (term %d) holds a valid TimeView until %v",
+					id, tn.Term, o.ID, o.Term, o.TV.Get())
+			}
+			if o.Term >= tn.Term {
+				m.t.Errorf("fencing token did not go up: %s has term %d after %s had term %d", id, tn.Term, o.ID, o.Term)
+			}
+		}
+		m.tenures = append(m.tenures, tn)
+		m.mu.Unlock()
+		m.elected <- tn
+		<-ctx.Done()
+		m.mu.Lock()
+		tn.Ended = time.Now()
+		m.mu.Unlock()
+	}
+}
+
+// Next waits up to timeout for the next election.
+func (m *Monitor) Next(timeout time.Duration) *Tenure {
+	m.t.Helper()
+	select {
+	case tn := <-m.elected:
+		return tn
+	case <-time.After(timeout):
+		m.t.Fatalf("no election within %v", timeout)
+		return nil
+	}
+}
+
+// Ended returns when tn's elected context ended, or zero if it has not.
+func (m *Monitor) Ended(tn *Tenure) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return tn.Ended
+}
+
+// Access is one candidate's way to the store under test.
+type Access struct {
+	Decider leaderelection.RaceDecider
+	// Cut cuts (true) or restores (false) this candidate's access to the
+	// store: its requests fail or hang. Required by RunElection.
+	Cut func(cut bool)
+}
+
+// Timing is the election timing RunElection uses. Over a real server, keep
+// TermLength at a second or more and MaxClockSkew at most a quarter of it.
+type Timing struct {
+	TermLength, MaxClockSkew time.Duration
+}
+
+// Candidate runs one Acquire; Stop cancels it and checks it returns
+// context.Canceled.
+type Candidate struct {
+	ID     string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// StartCandidate starts cfg.Acquire in a goroutine.
+func StartCandidate(ctx context.Context, cfg leaderelection.Config) *Candidate {
+	ctx, cancel := context.WithCancel(ctx)
+	c := &Candidate{ID: cfg.LeaderID, cancel: cancel, done: make(chan error, 1)}
+	go func() { c.done <- cfg.Acquire(ctx) }()
+	return c
+}
+
+// Stop cancels the candidate's Acquire and waits for it to return.
+func (c *Candidate) Stop(t testing.TB) {
+	t.Helper()
+	c.cancel()
+	if err := <-c.done; !errors.Is(err, context.Canceled) {
+		t.Errorf("%s: Acquire returned %v, want context.Canceled", c.ID, err)
+	}
+}
+
+// RunElection runs three candidates through Config.Acquire in real time, each
+// with its own Access (candidates 0 to 2), and a watcher with Access 3. It
+// checks: a first election, an extension (seen by the watcher), a graceful
+// handover that does not wait out the term, and a takeover after the
+// leader's access is cut that waits for TermExpiry + MaxClockSkew. The
+// Monitor checks mutual exclusion and fencing throughout.
+func RunElection(t *testing.T, newAccess func(t *testing.T, candidate int) Access, timing Timing) {
+	term, skew := timing.TermLength, timing.MaxClockSkew
+	patience := 4*term + 4*skew
+	m := NewMonitor(t)
+	ctx := t.Context()
+
+	changes := make(chan leaderelection.Change, 1000)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan error, 1)
+	go func() {
+		watchDone <- leaderelection.WatchConfig{Decider: newAccess(t, 3).Decider, MaxClockSkew: skew, PollInterval: term / 8}.
+			Watch(watchCtx, func(_ context.Context, c leaderelection.Change) { changes <- c })
+	}()
+	defer func() {
+		stopWatch()
+		<-watchDone
+	}()
+	awaitChange := func(kind leaderelection.ChangeKind, term int64) leaderelection.Change {
+		t.Helper()
+		deadline := time.After(patience)
+		for {
+			select {
+			case c := <-changes:
+				if c.Kind == kind && c.Entry.Term == term {
+					return c
+				}
+			case <-deadline:
+				t.Fatalf("watcher did not report %v for term %d within %v", kind, term, patience)
+			}
+		}
+	}
+
+	accesses := make([]Access, 3)
+	candidates := make([]*Candidate, 3)
+	for i := range candidates {
+		accesses[i] = newAccess(t, i)
+		id := fmt.Sprintf("candidate-%d", i)
+		candidates[i] = StartCandidate(ctx, leaderelection.Config{
+			Decider:      accesses[i].Decider,
+			LeaderID:     id,
+			HostPort:     []string{fmt.Sprintf("127.0.0.1:%d", 9000+i)},
+			TermLength:   term,
+			MaxClockSkew: skew,
+			OnElected:    m.OnElected(id),
+		})
+	}
+	defer func() {
+		for _, c := range candidates {
+			if c != nil {
+				c.Stop(t)
+			}
+		}
+	}()
+	index := func(tn *Tenure) int {
+		var i int
+		fmt.Sscanf(tn.ID, "candidate-%d", &i)
+		return i
+	}
+
+	// First election, seen by the watcher too.
+	first := m.Next(patience)
+	awaitChange(leaderelection.LeaderElected, first.Term)
+	t.Logf("%s elected with term %d", first.ID, first.Term)
+
+	// An extension.
+	ext := awaitChange(leaderelection.TermExtended, first.Term)
+	if ext.Entry.LeaderID != first.ID {
+		t.Fatalf("extension by %s, want %s", ext.Entry.LeaderID, first.ID)
+	}
+
+	// Graceful handover: stop the leader; the next must not wait out its term.
+	heldUntil := first.TV.Get()
+	released := time.Now()
+	candidates[index(first)].Stop(t)
+	candidates[index(first)] = nil
+	if first.TV.ValueInFuture() {
+		t.Errorf("%s's TimeView is still valid after its Acquire returned", first.ID)
+	}
+	second := m.Next(patience)
+	t.Logf("graceful handover to %s (term %d) took %v", second.ID, second.Term, second.Start.Sub(released))
+	if !second.Start.Before(heldUntil) {
+		t.Errorf("handover at %v waited out the released term (until %v)", second.Start, heldUntil)
+	}
+	awaitChange(leaderelection.LeaderReleased, first.Term)
+
+	// Cut the leader off: it must stop by its expiry, and the successor
+	// must wait for that expiry plus MaxClockSkew.
+	accesses[index(second)].Cut(true)
+	third := m.Next(patience)
+	expiry := second.TV.Get()
+	if !third.Start.After(expiry.Add(skew)) {
+		t.Errorf("%s elected at %v, before the cut-off leader's expiry %v + MaxClockSkew", third.ID, third.Start, expiry)
+	}
+	ended := m.Ended(second)
+	if ended.IsZero() || ended.Sub(expiry) > skew {
+		t.Errorf("cut-off leader's elected context ended at %v, want by its expiry %v (allowing scheduling delay)", ended, expiry)
+	}
+	t.Logf("takeover by %s (term %d) %v after the cut-off leader's expiry", third.ID, third.Term, third.Start.Sub(expiry))
+	accesses[index(second)].Cut(false)
+}
