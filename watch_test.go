@@ -1,0 +1,123 @@
+package leaderelection_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/memory"
+)
+
+// watchLog runs a watcher and records its reports as "kind leader term".
+type watchLog struct {
+	mu     sync.Mutex
+	events []string
+	errs   int
+}
+
+func (w *watchLog) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.events, "; ")
+}
+
+func startWatch(t *testing.T, cfg leaderelection.WatchConfig) (*watchLog, func()) {
+	w := &watchLog{}
+	cfg.OnError = func(context.Context, error) { w.mu.Lock(); w.errs++; w.mu.Unlock() }
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- cfg.Watch(ctx, func(_ context.Context, c leaderelection.Change) {
+			w.mu.Lock()
+			w.events = append(w.events, fmt.Sprintf("%v %s %d", c.Kind, c.Entry.LeaderID, c.Entry.Term))
+			w.mu.Unlock()
+		})
+	}()
+	return w, func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Watch returned %v, want context.Canceled", err)
+		}
+	}
+}
+
+// TestWatchReportsEachChangeOnce follows an election from before the first
+// leader through extensions, a release, a takeover and an expiry, with and
+// without push notifications.
+func TestWatchReportsEachChangeOnce(t *testing.T) {
+	for _, push := range []bool{true, false} {
+		t.Run(fmt.Sprintf("push=%v", push), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memory.NewDecider()
+				var d leaderelection.RaceDecider = &faultyDecider{RaceDecider: mem}
+				if push {
+					d = pushingFaultyDecider{d.(*faultyDecider)}
+				}
+				w, stopWatch := startWatch(t, leaderelection.WatchConfig{Decider: d, MaxClockSkew: skew})
+				time.Sleep(term) // a watch on an empty store waits quietly
+				synctest.Wait()
+				if w.String() != "" {
+					t.Fatalf("reports before any election: %s", w)
+				}
+				m := newMonitor(t)
+				stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+				next(m)
+				time.Sleep(term + term/10)  // two extensions
+				stopA()                     // release
+				time.Sleep(2 * time.Second) // two polls see the released record
+				cutB := &faultyDecider{RaceDecider: mem}
+				stopB := runCandidate(t, baseConfig(cutB, "b", m, nil))
+				next(m)
+				cutB.failAll.Store(true) // b's term will run out
+				time.Sleep(2 * term)
+				synctest.Wait()
+				want := "elected a 0; extended a 0; extended a 0; released a 0; elected b 4; expired b 4"
+				if got := w.String(); got != want {
+					t.Errorf("watcher reported\n  %s\nwant\n  %s", got, want)
+				}
+				stopB()
+				stopWatch()
+			})
+		})
+	}
+}
+
+func TestWatchRetriesReadErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		f := &faultyDecider{RaceDecider: mem}
+		f.failAll.Store(true)
+		w, stop := startWatch(t, leaderelection.WatchConfig{Decider: f, PollInterval: time.Second})
+		m := newMonitor(t)
+		stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+		next(m)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if w.errs == 0 || w.String() != "" {
+			t.Fatalf("while reads fail: %d errors reported, events %q", w.errs, w)
+		}
+		f.failAll.Store(false)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got := w.String(); !strings.HasPrefix(got, "elected a 0") {
+			t.Errorf("after reads recover the watcher reported %q, want the leader", got)
+		}
+		stopA()
+		stop()
+	})
+}
+
+func TestWatchValidate(t *testing.T) {
+	err := leaderelection.WatchConfig{MaxClockSkew: -time.Second, PollInterval: -1}.Watch(t.Context(), nil)
+	for _, want := range []string{"Decider is nil", "MaxClockSkew (-1s) must not be negative", "PollInterval (-1ns)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Watch error %v does not contain %q", err, want)
+		}
+	}
+}
