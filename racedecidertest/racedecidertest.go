@@ -51,7 +51,13 @@ func Run(t *testing.T, newDecider func(t *testing.T) leaderelection.RaceDecider)
 		{"ConcurrentWritersOneWinnerPerRound", concurrentWriters},
 		{"ElectionNumbersStrictlyIncrease", electionNumbersIncrease},
 		{"CancelledContext", cancelledContext},
-		{"ChangeNotifier", changeNotifier},
+	}
+	// The push check applies only to backends that can push.
+	if _, push := newDecider(t).(leaderelection.ChangeNotifier); push {
+		checks = append(checks, struct {
+			name string
+			fn   func(t *testing.T, d leaderelection.RaceDecider)
+		}{"ChangeNotifier", changeNotifier})
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newDecider(t)) })
@@ -349,10 +355,7 @@ func cancelledContext(t *testing.T, d leaderelection.RaceDecider) {
 }
 
 func changeNotifier(t *testing.T, d leaderelection.RaceDecider) {
-	cn, ok := d.(leaderelection.ChangeNotifier)
-	if !ok {
-		t.Skip("backend does not implement ChangeNotifier")
-	}
+	cn := d.(leaderelection.ChangeNotifier)
 	// Nothing changed: it must block until its context ends.
 	short, cancelShort := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancelShort()

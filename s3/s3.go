@@ -1,0 +1,299 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// DefaultTimeout bounds each ReadCurrent and WriteEntry call, SDK retries
+// included, unless WithTimeout says otherwise.
+const DefaultTimeout = 10 * time.Second
+
+// maxRecordSize caps how much of the object ReadCurrent reads. Records are a
+// few hundred bytes; anything larger than this is not one.
+const maxRecordSize = 1 << 20
+
+// Decider is a leaderelection.RaceDecider that keeps the election record in
+// one S3 object. It is safe for concurrent use. It does not implement
+// leaderelection.ChangeNotifier: S3 cannot push changes, so candidates and
+// watchers poll.
+type Decider struct {
+	client  *s3.Client
+	bucket  string
+	key     string
+	name    string
+	timeout time.Duration
+}
+
+// Option configures a Decider.
+type Option func(*Decider)
+
+// WithTimeout bounds each ReadCurrent and WriteEntry call, including the
+// SDK's retries, to d (DefaultTimeout when not given). It keeps a candidate
+// whose connection hangs without an error from waiting on it indefinitely
+// when its context has no deadline. Zero means no bound but the context's.
+func WithTimeout(d time.Duration) Option {
+	return func(dc *Decider) { dc.timeout = d }
+}
+
+// NewDecider returns a Decider for the record stored at key in bucket,
+// accessed through client. The bucket must exist; the object is created by
+// the first election.
+//
+// For an S3-compatible store, point the client at it when creating it:
+//
+//	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+//		o.BaseEndpoint = aws.String("http://127.0.0.1:7070")
+//		o.UsePathStyle = true
+//	})
+func NewDecider(client *s3.Client, bucket, key string, opts ...Option) (*Decider, error) {
+	var errs []error
+	if client == nil {
+		errs = append(errs, errors.New("client is nil"))
+	}
+	switch {
+	case bucket == "":
+		errs = append(errs, errors.New(`bucket is empty ("")`))
+	case strings.ContainsAny(bucket, "/ "):
+		errs = append(errs, fmt.Errorf("bucket %q is not a bucket name (it contains '/' or a space)", bucket))
+	}
+	if key == "" {
+		errs = append(errs, errors.New(`key is empty ("")`))
+	}
+	d := &Decider{
+		client:  client,
+		bucket:  bucket,
+		key:     key,
+		name:    "s3://" + bucket + "/" + key,
+		timeout: DefaultTimeout,
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	if d.timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout %s is negative", d.timeout))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("s3: NewDecider(%q, %q): %w", bucket, key, errors.Join(errs...))
+	}
+	return d, nil
+}
+
+// String returns the object's name, s3://bucket/key.
+func (d *Decider) String() string { return d.name }
+
+// ReadCurrent implements leaderelection.RaceDecider: it reads the object
+// with GetObject. The token's Version is the object's ETag exactly as the
+// server sends it (quotes included) and its CommitTime the object's
+// Last-Modified time (whole seconds). A missing
+// object (404 NoSuchKey) reads as entry.NoElections; a missing bucket is an
+// error.
+func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("s3: read %s: %w", d.name, err)
+	}
+	opCtx, cancel := d.opContext(ctx)
+	defer cancel()
+	out, err := d.client.GetObject(opCtx, &s3.GetObjectInput{
+		Bucket: aws.String(d.bucket),
+		Key:    aws.String(d.key),
+	})
+	if err != nil {
+		if isMissingObject(err) {
+			return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
+		}
+		return nil, d.fail(ctx, opCtx, "read "+d.name, err)
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(out.Body, maxRecordSize+1))
+	if err != nil {
+		return nil, d.fail(ctx, opCtx, "read body of "+d.name, err)
+	}
+	etag := aws.ToString(out.ETag)
+	if len(data) > maxRecordSize {
+		return nil, fmt.Errorf("s3: record %s (ETag %s): %w: larger than %d bytes",
+			d.name, etag, entry.ErrCorruptRecord, maxRecordSize)
+	}
+	e, err := entry.Unmarshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("s3: record %s (ETag %s): %w", d.name, etag, err)
+	}
+	if etag == "" {
+		return nil, fmt.Errorf("s3: read %s: the server sent no ETag; it cannot hold an election record", d.name)
+	}
+	e.Token = entry.LeaderToken{Version: etag, CommitTime: aws.ToTime(out.LastModified)}
+	return e, nil
+}
+
+// WriteEntry implements leaderelection.RaceDecider with a conditional
+// PutObject: If-None-Match: * when rentry.Token is zero, otherwise If-Match
+// with the token's ETag. It returns the new object's ETag as the token, with
+// the response's Date as CommitTime.
+//
+// A refused condition (412 Precondition Failed, 409
+// ConditionalRequestConflict, or 404 on an If-Match write: the object
+// conditioned on is gone) gives an error wrapping entry.ErrRaceLost, but only
+// when the SDK sent the request once. When it had to retry (connection
+// reset, timeout, 5xx), an earlier attempt may have been applied, and the
+// retry is then refused because of that very write; the error is then a
+// plain one, so the engine reads the record back and recognises its write id.
+//
+// The ETag of a plain PutObject is the MD5 of the body, so two identical
+// bodies get the same ETag and a writer holding the first one's ETag could
+// overwrite the second. The engine puts a random write id in every record,
+// which makes every body unique; WriteEntry refuses a record with an empty
+// WriteID for this reason.
+func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entry.LeaderToken, error) {
+	if err := ctx.Err(); err != nil {
+		return entry.LeaderToken{}, fmt.Errorf("s3: write %s: %w", d.name, err)
+	}
+	if rentry.WriteID == "" {
+		return entry.LeaderToken{}, fmt.Errorf("s3: write %s: the record has no WriteID; S3 versions are content hashes, so every write needs a unique one", d.name)
+	}
+	body, err := entry.Marshal(rentry)
+	if err != nil {
+		return entry.LeaderToken{}, fmt.Errorf("s3: write %s: %w", d.name, err)
+	}
+	in := &s3.PutObjectInput{
+		Bucket:        aws.String(d.bucket),
+		Key:           aws.String(d.key),
+		Body:          bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))),
+		ContentType:   aws.String("application/octet-stream"),
+	}
+	cond := "If-None-Match: *"
+	ifMatch := !rentry.Token.IsZero()
+	if ifMatch {
+		in.IfMatch = aws.String(rentry.Token.Version)
+		cond = "If-Match: " + rentry.Token.Version
+	} else {
+		in.IfNoneMatch = aws.String("*")
+	}
+	opCtx, cancel := d.opContext(ctx)
+	defer cancel()
+	var attempts atomic.Int32
+	out, err := d.client.PutObject(opCtx, in, s3.WithAPIOptions(countAttempts(&attempts)))
+	if err != nil {
+		if conditionRefused(err, ifMatch) {
+			if n := attempts.Load(); n > 1 {
+				return entry.LeaderToken{}, fmt.Errorf("s3: write %s (%s): outcome unknown: the SDK retried after a failed attempt and the retry was refused, possibly because the first attempt was applied (%d attempts): %w",
+					d.name, cond, n, err)
+			}
+			return entry.LeaderToken{}, fmt.Errorf("s3: write %s (%s): %w: %w", d.name, cond, entry.ErrRaceLost, err)
+		}
+		return entry.LeaderToken{}, d.fail(ctx, opCtx, "write "+d.name+" ("+cond+")", err)
+	}
+	etag := aws.ToString(out.ETag)
+	if etag == "" {
+		// The write was applied but we cannot condition on it: report an
+		// unknown outcome so that the engine reads the record back.
+		return entry.LeaderToken{}, fmt.Errorf("s3: write %s (%s): the server accepted the write but sent no ETag", d.name, cond)
+	}
+	commit, _ := awsmiddleware.GetServerTime(out.ResultMetadata)
+	return entry.LeaderToken{Version: etag, CommitTime: commit}, nil
+}
+
+// opContext bounds one call by d.timeout.
+func (d *Decider) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d.timeout)
+}
+
+// fail wraps err from an S3 call described by what, making sure the result
+// wraps the caller's ctx.Err() when the caller's context ended, and says so
+// when the call's own timeout ran out.
+func (d *Decider) fail(ctx, opCtx context.Context, what string, err error) error {
+	switch {
+	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
+		return fmt.Errorf("s3: %s: %w: %w", what, ctx.Err(), err)
+	case ctx.Err() == nil && opCtx.Err() != nil:
+		return fmt.Errorf("s3: %s: no answer within %s (see WithTimeout): %w", what, d.timeout, err)
+	}
+	return fmt.Errorf("s3: %s: %w", what, err)
+}
+
+// httpStatus returns the HTTP status of an S3 error response, or 0.
+func httpStatus(err error) int {
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// errorCode returns the S3 error code (such as "NoSuchKey"), or "".
+func errorCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// isMissingObject reports whether a GetObject error says the object does not
+// exist, as opposed to the bucket or the endpoint.
+func isMissingObject(err error) bool {
+	var nsk *types.NoSuchKey
+	if errors.As(err, &nsk) {
+		return true
+	}
+	if httpStatus(err) != http.StatusNotFound {
+		return false
+	}
+	switch errorCode(err) {
+	case "NoSuchKey", "NotFound", "":
+		return true
+	}
+	return false
+}
+
+// conditionRefused reports whether a PutObject error says the write's
+// condition did not hold.
+func conditionRefused(err error, ifMatch bool) bool {
+	status, code := httpStatus(err), errorCode(err)
+	switch {
+	case status == http.StatusPreconditionFailed || code == "PreconditionFailed":
+		// Some servers send 412 with an empty error code.
+		return true
+	case code == "ConditionalRequestConflict":
+		// 409: a concurrent conditional write to the key was in progress.
+		return true
+	case ifMatch && (status == http.StatusNotFound || code == "NoSuchKey") && code != "NoSuchBucket":
+		// AWS answers If-Match on a missing object with 404 NoSuchKey (some
+		// servers answer 412): the record conditioned on is gone.
+		return true
+	}
+	return false
+}
+
+// countAttempts adds a middleware that counts the attempts the SDK makes for
+// one operation: it sits after the retry middleware, so it runs once per
+// attempt.
+func countAttempts(n *atomic.Int32) func(*middleware.Stack) error {
+	return func(st *middleware.Stack) error {
+		return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("leaderelectionCountAttempts",
+			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				n.Add(1)
+				return next.HandleFinalize(ctx, in)
+			}), middleware.After)
+	}
+}
