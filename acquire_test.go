@@ -397,15 +397,15 @@ func TestValidate(t *testing.T) {
 		mod   func(c *leaderelection.Config)
 		wants []string
 	}{
-		{"nil decider", func(c *leaderelection.Config) { c.Decider = nil }, []string{"Decider is nil"}},
-		{"nil OnElected", func(c *leaderelection.Config) { c.OnElected = nil }, []string{"OnElected is nil"}},
-		{"empty id", func(c *leaderelection.Config) { c.LeaderID = "" }, []string{"LeaderID is empty"}},
+		{"nil decider", func(c *leaderelection.Config) { c.Decider = nil }, []string{"nil Decider"}},
+		{"nil OnElected", func(c *leaderelection.Config) { c.OnElected = nil }, []string{"nil OnElected"}},
+		{"empty id", func(c *leaderelection.Config) { c.LeaderID = "" }, []string{"empty LeaderID"}},
 		{"zero term", func(c *leaderelection.Config) { c.TermLength = 0 }, []string{"TermLength (0s) must be positive"}},
 		{"negative term", func(c *leaderelection.Config) { c.TermLength = -time.Second }, []string{"TermLength (-1s)"}},
 		{"negative skew", func(c *leaderelection.Config) { c.MaxClockSkew = -time.Millisecond }, []string{"MaxClockSkew (-1ms) must not be negative"}},
 		{"term vs skew", func(c *leaderelection.Config) { c.MaxClockSkew = 500 * time.Millisecond },
 			[]string{"TermLength (1s) must be greater than 2 x MaxClockSkew (500ms)", "4 x (2s)"}},
-		{"several", func(c *leaderelection.Config) { c.Decider = nil; c.LeaderID = "" }, []string{"Decider is nil", "LeaderID is empty"}},
+		{"several", func(c *leaderelection.Config) { c.Decider = nil; c.LeaderID = "" }, []string{"nil Decider", "empty LeaderID"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

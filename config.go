@@ -98,13 +98,13 @@ type Config struct {
 func (c *Config) Validate() error {
 	var errs []error
 	if c.Decider == nil {
-		errs = append(errs, errors.New("Decider is nil"))
+		errs = append(errs, errors.New("nil Decider"))
 	}
 	if c.OnElected == nil {
-		errs = append(errs, errors.New("OnElected is nil"))
+		errs = append(errs, errors.New("nil OnElected"))
 	}
 	if c.LeaderID == "" {
-		errs = append(errs, errors.New("LeaderID is empty"))
+		errs = append(errs, errors.New("empty LeaderID"))
 	}
 	errs = append(errs, validateTiming(c.TermLength, c.MaxClockSkew, c.PollInterval)...)
 	if len(errs) == 0 {

@@ -65,8 +65,6 @@ func (b *backoff) next() time.Duration {
 	return b.cur/2 + jitter(b.cur/2)
 }
 
-func (b *backoff) reset() { b.cur = 0 }
-
 // jitter returns a random duration in [0, d).
 func jitter(d time.Duration) time.Duration {
 	if d <= 0 {

@@ -85,7 +85,7 @@ type Change struct {
 func (w *WatchConfig) Validate() error {
 	var errs []error
 	if w.Decider == nil {
-		errs = append(errs, errors.New("Decider is nil"))
+		errs = append(errs, errors.New("nil Decider"))
 	}
 	if w.MaxClockSkew < 0 {
 		errs = append(errs, fmt.Errorf("MaxClockSkew (%s) must not be negative", w.MaxClockSkew))

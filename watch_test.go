@@ -115,7 +115,7 @@ func TestWatchRetriesReadErrors(t *testing.T) {
 
 func TestWatchValidate(t *testing.T) {
 	err := leaderelection.WatchConfig{MaxClockSkew: -time.Second, PollInterval: -1}.Watch(t.Context(), nil)
-	for _, want := range []string{"Decider is nil", "MaxClockSkew (-1s) must not be negative", "PollInterval (-1ns)"} {
+	for _, want := range []string{"nil Decider", "MaxClockSkew (-1s) must not be negative", "PollInterval (-1ns)"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Watch error %v does not contain %q", err, want)
 		}

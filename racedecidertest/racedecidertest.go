@@ -214,21 +214,21 @@ func staleIdenticalBodyLoses(t *testing.T, d leaderelection.RaceDecider) {
 func sameEntry(got, want *entry.RaceEntry) error {
 	switch {
 	case got.ElectionNumber != want.ElectionNumber:
-		return fmt.Errorf("ElectionNumber %d, want %d", got.ElectionNumber, want.ElectionNumber)
+		return fmt.Errorf("field ElectionNumber = %d, want %d", got.ElectionNumber, want.ElectionNumber)
 	case got.Term != want.Term:
-		return fmt.Errorf("Term %d, want %d", got.Term, want.Term)
+		return fmt.Errorf("field Term = %d, want %d", got.Term, want.Term)
 	case got.LeaderID != want.LeaderID:
-		return fmt.Errorf("LeaderID %q, want %q", got.LeaderID, want.LeaderID)
+		return fmt.Errorf("field LeaderID = %q, want %q", got.LeaderID, want.LeaderID)
 	case !slices.Equal(got.HostPort, want.HostPort):
-		return fmt.Errorf("HostPort %q, want %q", got.HostPort, want.HostPort)
+		return fmt.Errorf("field HostPort = %q, want %q", got.HostPort, want.HostPort)
 	case string(got.ConnectionParams) != string(want.ConnectionParams):
-		return fmt.Errorf("ConnectionParams %q, want %q", got.ConnectionParams, want.ConnectionParams)
+		return fmt.Errorf("field ConnectionParams = %q, want %q", got.ConnectionParams, want.ConnectionParams)
 	case !got.TermExpiry.Equal(want.TermExpiry):
-		return fmt.Errorf("TermExpiry %v, want %v", got.TermExpiry, want.TermExpiry)
+		return fmt.Errorf("field TermExpiry = %v, want %v", got.TermExpiry, want.TermExpiry)
 	case got.Released != want.Released:
-		return fmt.Errorf("Released %v, want %v", got.Released, want.Released)
+		return fmt.Errorf("field Released = %v, want %v", got.Released, want.Released)
 	case got.WriteID != want.WriteID:
-		return fmt.Errorf("WriteID %q, want %q", got.WriteID, want.WriteID)
+		return fmt.Errorf("field WriteID = %q, want %q", got.WriteID, want.WriteID)
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ func TestAbsoluteWaitsMatchNow(t *testing.T) {
 	for _, off := range []time.Duration{-time.Hour, 0, 3 * time.Second} {
 		synctest.Test(t, func(t *testing.T) {
 			c := skewclock.New(clocks.DefaultClock(), off)
-			if got := c.Now().Sub(time.Now()); got != off {
+			if got := time.Until(c.Now()); got != off {
 				t.Fatalf("Now is %v from the inner clock, want %v", got, off)
 			}
 			target := c.Now().Add(5 * time.Second)
