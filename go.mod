@@ -1,6 +1,6 @@
 module github.com/racedecider/leaderelection
 
-go 1.26.8
+go 1.26.0
 
 require (
 	cel.dev/expr v0.25.3 // indirect

@@ -190,8 +190,15 @@ func classify(last, rec *entry.RaceEntry) (ChangeKind, bool) {
 	switch {
 	case rec.ElectionNumber == entry.NoElections:
 		return 0, false
-	case last != nil && rec.ElectionNumber <= last.ElectionNumber:
+	case last != nil && rec.ElectionNumber == last.ElectionNumber:
 		return 0, false
+	case last != nil && rec.ElectionNumber < last.ElectionNumber:
+		// The record was deleted and elections began again: whatever
+		// it holds is news.
+		if rec.Released {
+			return LeaderReleased, true
+		}
+		return LeaderElected, true
 	case rec.Released:
 		return LeaderReleased, true
 	case last == nil || last.Term != rec.Term:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/memory"
 )
 
@@ -120,4 +121,50 @@ func TestWatchValidate(t *testing.T) {
 			t.Errorf("Watch error %v does not contain %q", err, want)
 		}
 	}
+}
+
+// swappable reads from whichever decider it holds, to model a record that
+// was deleted and whose elections began again.
+type swappable struct {
+	mu  sync.Mutex
+	cur leaderelection.RaceDecider
+}
+
+func (s *swappable) get() leaderelection.RaceDecider {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+func (s *swappable) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	return s.get().ReadCurrent(ctx)
+}
+
+func (s *swappable) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	return s.get().WriteEntry(ctx, e)
+}
+
+func TestWatchSeesRecordRecreated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		old := memory.NewDecider()
+		sw := &swappable{cur: old}
+		w, stopWatch := startWatch(t, leaderelection.WatchConfig{Decider: sw, MaxClockSkew: skew})
+		m := newMonitor(t)
+		stopA := runCandidate(t, baseConfig(old, "a", m, nil))
+		next(m)
+		time.Sleep(2 * term) // a's election number climbs with extensions
+		stopA()
+		fresh := memory.NewDecider()
+		sw.mu.Lock()
+		sw.cur = fresh
+		sw.mu.Unlock()
+		stopB := runCandidate(t, baseConfig(fresh, "b", newMonitor(t), nil))
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got := w.String(); !strings.HasSuffix(got, "elected b 0") {
+			t.Errorf("after the record was recreated the watcher reported %q, want it to end with b's election", got)
+		}
+		stopB()
+		stopWatch()
+	})
 }
