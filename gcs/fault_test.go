@@ -1,0 +1,279 @@
+package gcs_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/gcs"
+	"github.com/racedecider/leaderelection/internal/faultproxy"
+)
+
+func record(n int64, writeID string, tok entry.LeaderToken) *entry.RaceEntry {
+	return &entry.RaceEntry{
+		ElectionNumber: n, Term: n, LeaderID: "leader-" + writeID,
+		TermExpiry: time.Now().Add(time.Minute), WriteID: writeID, Token: tok,
+	}
+}
+
+func mustRead(t *testing.T, d *gcs.Decider) *entry.RaceEntry {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	e, err := d.ReadCurrent(ctx)
+	if err != nil {
+		t.Fatalf("ReadCurrent: %v", err)
+	}
+	return e
+}
+
+func mustWrite(t *testing.T, d *gcs.Decider, e *entry.RaceEntry) entry.LeaderToken {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	tok, err := d.WriteEntry(ctx, e)
+	if err != nil {
+		t.Fatalf("WriteEntry(%s): %v", e.WriteID, err)
+	}
+	return tok
+}
+
+// proxied returns a decider whose client reaches the emulator through a
+// fault proxy, and a decider reaching it directly, on one fresh object.
+func proxied(t *testing.T) (*faultproxy.Proxy, *gcs.Decider, *gcs.Decider) {
+	em := newEmulator(t)
+	p := faultproxy.Start(t, em.addr)
+	object := freshObject(t)
+	return p, newDecider(t, newClient(t, p.Addr()), object), newDecider(t, newClient(t, em.addr), object)
+}
+
+// TestAmbiguousWrite drops the response to a write the emulator applied.
+// WriteEntry retries, the retry finds the object changed (by the first
+// attempt), and WriteEntry must not report that as a lost race: the outcome
+// is unknown, and reading back shows the write was applied.
+func TestAmbiguousWrite(t *testing.T) {
+	for _, create := range []bool{true, false} {
+		name := map[bool]string{true: "Create", false: "Replace"}[create]
+		t.Run(name, func(t *testing.T) {
+			p, d, direct := proxied(t)
+			var tok entry.LeaderToken
+			n := int64(0)
+			if !create {
+				tok = mustWrite(t, direct, record(0, "w-seed", entry.LeaderToken{}))
+				n = 1
+			}
+			p.DropResponses(1)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			_, err := d.WriteEntry(ctx, record(n, "w-ambiguous", tok))
+			if err == nil {
+				t.Fatal("WriteEntry succeeded although its response was dropped and the retry found the object changed")
+			}
+			if errors.Is(err, entry.ErrRaceLost) {
+				t.Fatalf("WriteEntry after a dropped response: %v; must not be ErrRaceLost, the write may have won", err)
+			}
+			if !strings.Contains(err.Error(), "outcome unknown") {
+				t.Errorf("error %q does not say the outcome is unknown", err)
+			}
+			if st := p.Stats(); st.DroppedResponses != 1 {
+				t.Errorf("proxy stats %+v, want 1 dropped response", st)
+			}
+			got := mustRead(t, d)
+			if got.WriteID != "w-ambiguous" || got.ElectionNumber != n {
+				t.Fatalf("read back %+v; want the ambiguous write (election %d), which was applied", got, n)
+			}
+		})
+	}
+}
+
+// TestDroppedReadIsRetried drops the response to a read: the storage client
+// retries reads on its own.
+func TestDroppedReadIsRetried(t *testing.T) {
+	p, d, direct := proxied(t)
+	mustWrite(t, direct, record(0, "w0", entry.LeaderToken{}))
+	p.DropResponses(1)
+	if got := mustRead(t, d); got.WriteID != "w0" {
+		t.Fatalf("read %+v, want w0", got)
+	}
+	if st := p.Stats(); st.DroppedResponses != 1 {
+		t.Errorf("proxy stats %+v, want 1 dropped response", st)
+	}
+}
+
+// TestResetWrite resets connections before the request reaches the emulator.
+// One reset: WriteEntry retries and succeeds. Resets until the deadline: an
+// error of unknown outcome (not ErrRaceLost) wrapping the deadline, after
+// which reading back shows the write was not applied.
+func TestResetWrite(t *testing.T) {
+	p, d, _ := proxied(t)
+	p.ResetNext(1)
+	tok := mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+	if st := p.Stats(); st.Resets != 1 {
+		t.Errorf("proxy stats %+v, want 1 reset", st)
+	}
+	if got := mustRead(t, d); got.WriteID != "w0" || got.Token.Version != tok.Version {
+		t.Fatalf("read %+v after a retried write, want w0 at %s", got, tok.Version)
+	}
+
+	p.ResetNext(1 << 20)
+	ctx, cancel := context.WithTimeout(t.Context(), 700*time.Millisecond)
+	defer cancel()
+	_, err := d.WriteEntry(ctx, record(1, "w1", tok))
+	if err == nil || errors.Is(err, entry.ErrRaceLost) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WriteEntry with every connection reset: %v; want an error wrapping the deadline, not ErrRaceLost", err)
+	}
+	if st := p.Stats(); st.Resets < 3 {
+		t.Errorf("proxy stats %+v: want several resets, WriteEntry should retry until its deadline", st)
+	}
+	p.ResetNext(0)
+	if got := mustRead(t, d); got.WriteID != "w0" {
+		t.Fatalf("read %+v; the reset writes were never forwarded, want w0", got)
+	}
+	// The outcome is settled by reading back; a new write on the read token
+	// goes through.
+	mustWrite(t, d, record(1, "w1-again", tok))
+}
+
+// TestCut checks that a client cut off from the store gets errors wrapping
+// its deadline, promptly, not a hang, and recovers once access returns.
+func TestCut(t *testing.T) {
+	p, d, direct := proxied(t)
+	tok := mustWrite(t, direct, record(0, "w0", entry.LeaderToken{}))
+	mustRead(t, d) // open a keep-alive connection for the cut to close
+	p.SetCut(true)
+
+	const deadline = 500 * time.Millisecond
+	for _, op := range []string{"read", "write"} {
+		ctx, cancel := context.WithTimeout(t.Context(), deadline)
+		start := time.Now()
+		var err error
+		if op == "read" {
+			_, err = d.ReadCurrent(ctx)
+		} else {
+			_, err = d.WriteEntry(ctx, record(1, "w-cut", tok))
+		}
+		cancel()
+		took := time.Since(start)
+		if err == nil || errors.Is(err, entry.ErrRaceLost) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s while cut: %v; want an error wrapping context.DeadlineExceeded", op, err)
+		}
+		if took > deadline+2*time.Second {
+			t.Errorf("%s while cut took %v with a %v deadline", op, took, deadline)
+		}
+	}
+	p.SetCut(false)
+	if got := mustRead(t, d); got.WriteID != "w0" {
+		t.Fatalf("read %+v after the cut, want w0", got)
+	}
+	mustWrite(t, d, record(1, "w1", tok))
+}
+
+// TestLatency checks that a slow store makes calls fail with their deadline
+// and succeed with a longer one.
+func TestLatency(t *testing.T) {
+	p, d, _ := proxied(t)
+	p.SetLatency(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := d.WriteEntry(ctx, record(0, "w-slow", entry.LeaderToken{})); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("write slower than its deadline: %v; want context.DeadlineExceeded", err)
+	}
+	ctx2, cancel2 := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel2()
+	if _, err := d.ReadCurrent(ctx2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("read slower than its deadline: %v; want context.DeadlineExceeded", err)
+	}
+	// The timed-out write may still reach the emulator once its delay is
+	// over; either way a read with a sufficient deadline succeeds.
+	p.SetLatency(10 * time.Millisecond)
+	mustRead(t, d)
+}
+
+// TestTransientErrors checks the write retry rules with HTTP errors injected
+// in front of the emulator.
+func TestTransientErrors(t *testing.T) {
+	em := newFaultyEmulator(t)
+	c := newClient(t, em.addr)
+
+	t.Run("RetriedUntilSuccess", func(t *testing.T) {
+		d := newDecider(t, c, freshObject(t))
+		before := em.inject.uploadCount()
+		em.inject.queue(fault{status: http.StatusServiceUnavailable}, fault{status: http.StatusTooManyRequests},
+			fault{status: http.StatusRequestTimeout})
+		mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+		if n := em.inject.uploadCount() - before; n != 4 {
+			t.Errorf("%d upload attempts, want 4 (three transient errors, then success)", n)
+		}
+	})
+
+	t.Run("LostRaceNotRetried", func(t *testing.T) {
+		d := newDecider(t, c, freshObject(t))
+		mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+		before := em.inject.uploadCount()
+		_, err := d.WriteEntry(t.Context(), record(0, "w-late", entry.LeaderToken{}))
+		if !errors.Is(err, entry.ErrRaceLost) {
+			t.Fatalf("create over an existing record: %v; want ErrRaceLost", err)
+		}
+		if n := em.inject.uploadCount() - before; n != 1 {
+			t.Errorf("%d upload attempts for a lost race, want 1: a 412 is never retried", n)
+		}
+	})
+
+	t.Run("RefusedThenLost", func(t *testing.T) {
+		// 429: the server refused the attempt, so the following 412 is a
+		// genuine lost race.
+		d := newDecider(t, c, freshObject(t))
+		mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+		em.inject.queue(fault{status: http.StatusTooManyRequests})
+		_, err := d.WriteEntry(t.Context(), record(0, "w-late", entry.LeaderToken{}))
+		if !errors.Is(err, entry.ErrRaceLost) {
+			t.Fatalf("429 then 412: %v; want ErrRaceLost", err)
+		}
+	})
+
+	t.Run("AppliedThen503", func(t *testing.T) {
+		// The write is applied but the client is told 503: the retry's
+		// 412 must not be reported as a lost race.
+		d := newDecider(t, c, freshObject(t))
+		tok := mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+		em.inject.queue(fault{status: http.StatusServiceUnavailable, apply: true})
+		_, err := d.WriteEntry(t.Context(), record(1, "w1", tok))
+		if err == nil || errors.Is(err, entry.ErrRaceLost) {
+			t.Fatalf("applied write answered 503, then 412 on retry: %v; want an error of unknown outcome", err)
+		}
+		if got := mustRead(t, d); got.WriteID != "w1" {
+			t.Fatalf("read %+v, want w1 (applied)", got)
+		}
+	})
+
+	t.Run("PermanentErrorNotRetried", func(t *testing.T) {
+		d := newDecider(t, c, freshObject(t))
+		before := em.inject.uploadCount()
+		em.inject.queue(fault{status: http.StatusForbidden})
+		_, err := d.WriteEntry(t.Context(), record(0, "w0", entry.LeaderToken{}))
+		if err == nil || errors.Is(err, entry.ErrRaceLost) || !strings.Contains(err.Error(), "403") {
+			t.Fatalf("403: %v; want the 403 error", err)
+		}
+		if n := em.inject.uploadCount() - before; n != 1 {
+			t.Errorf("%d upload attempts after a 403, want 1", n)
+		}
+	})
+
+	t.Run("CancelledDuringBackoff", func(t *testing.T) {
+		d := newDecider(t, c, freshObject(t))
+		em.inject.queue(fault{status: http.StatusServiceUnavailable}, fault{status: http.StatusServiceUnavailable},
+			fault{status: http.StatusServiceUnavailable}, fault{status: http.StatusServiceUnavailable},
+			fault{status: http.StatusServiceUnavailable}, fault{status: http.StatusServiceUnavailable})
+		ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
+		defer cancel()
+		_, err := d.WriteEntry(ctx, record(0, "w0", entry.LeaderToken{}))
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, entry.ErrRaceLost) {
+			t.Fatalf("503s until the deadline: %v; want an error wrapping context.DeadlineExceeded", err)
+		}
+		em.inject.clear() // leave no faults for later subtests
+	})
+}
