@@ -66,50 +66,11 @@ func TestManyWritersOneGeneration(t *testing.T) {
 	const writers, rounds = 50, 20
 	em := newEmulator(t)
 	object := freshObject(t)
-	ds := make([]*gcs.Decider, writers)
+	ds := make([]leaderelection.RaceDecider, writers)
 	for i := range ds {
 		ds[i] = newDecider(t, newClient(t, em.addr), object)
 	}
-	var tok entry.LeaderToken // round 0: creation, conditioned on absence
-	for round := range rounds + 1 {
-		var (
-			mu      sync.Mutex
-			winners []string
-			wg      sync.WaitGroup
-			start   = make(chan struct{})
-		)
-		for i, d := range ds {
-			wg.Go(func() {
-				e := &entry.RaceEntry{
-					ElectionNumber: int64(round), Term: int64(round), LeaderID: fmt.Sprintf("c%d", i),
-					TermExpiry: time.Now().Add(time.Minute), WriteID: fmt.Sprintf("r%d-c%d", round, i), Token: tok,
-				}
-				<-start
-				_, err := d.WriteEntry(t.Context(), e)
-				switch {
-				case err == nil:
-					mu.Lock()
-					winners = append(winners, e.WriteID)
-					mu.Unlock()
-				case !errors.Is(err, entry.ErrRaceLost):
-					t.Errorf("round %d writer %d: %v; want success or ErrRaceLost", round, i, err)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		if len(winners) != 1 {
-			t.Fatalf("round %d: %d winners %q among %d writers on one generation, want exactly 1", round, len(winners), winners, writers)
-		}
-		got, err := ds[0].ReadCurrent(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.WriteID != winners[0] {
-			t.Fatalf("round %d: stored write id %q, winner %q", round, got.WriteID, winners[0])
-		}
-		tok = got.Token
-	}
+	racedecidertest.RaceWriters(t, ds, rounds)
 }
 
 func TestNewDeciderValidates(t *testing.T) {

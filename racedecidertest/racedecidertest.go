@@ -47,7 +47,6 @@ func Run(t *testing.T, newDecider func(t *testing.T) leaderelection.RaceDecider)
 		{"StaleWriterWithIdenticalBodyLoses", staleIdenticalBodyLoses},
 		{"EveryFieldRoundTrips", everyFieldRoundTrips},
 		{"EmptyFieldsRoundTrip", emptyFieldsRoundTrip},
-		{"ConcurrentCreatesOneWinner", concurrentCreates},
 		{"ConcurrentWritersOneWinnerPerRound", concurrentWriters},
 		{"ElectionNumbersStrictlyIncrease", electionNumbersIncrease},
 		{"CancelledContext", cancelledContext},
@@ -266,9 +265,32 @@ func emptyFieldsRoundTrip(t *testing.T, d leaderelection.RaceDecider) {
 	}
 }
 
-// race has n writers write concurrently conditioned on tok and returns the
-// write ids of the winners, failing on any error other than a lost race.
-func race(t *testing.T, d leaderelection.RaceDecider, n int, next int64, tok entry.LeaderToken, round int) []string {
+// RaceWriters has one writer per decider in ds race to write the record:
+// first to create it, then rounds times to replace it, all conditioned on the
+// same token. It checks that exactly one writer wins each time and that the
+// store holds the winner's record. The deciders may all be one Decider, or
+// separate clients of the same object (a harder test: separate connections).
+func RaceWriters(t *testing.T, ds []leaderelection.RaceDecider, rounds int) {
+	t.Helper()
+	var tok entry.LeaderToken
+	for round := 0; round <= rounds; round++ {
+		winners := race(t, ds, int64(round), tok, round)
+		if len(winners) != 1 {
+			t.Fatalf("round %d: %d winners %q among %d writers conditioned on one token (%q), want exactly 1",
+				round, len(winners), winners, len(ds), tok.Version)
+		}
+		got := read(t, ds[0])
+		if got.WriteID != winners[0] {
+			t.Fatalf("round %d: stored write id %q, but the winner was %q", round, got.WriteID, winners[0])
+		}
+		tok = got.Token
+	}
+}
+
+// race has one writer per decider write concurrently conditioned on tok and
+// returns the write ids of the winners, failing on any error other than a
+// lost race.
+func race(t *testing.T, ds []leaderelection.RaceDecider, next int64, tok entry.LeaderToken, round int) []string {
 	t.Helper()
 	var (
 		mu      sync.Mutex
@@ -276,7 +298,7 @@ func race(t *testing.T, d leaderelection.RaceDecider, n int, next int64, tok ent
 		wg      sync.WaitGroup
 		start   = make(chan struct{})
 	)
-	for i := range n {
+	for i, d := range ds {
 		wg.Go(func() {
 			e := sampleEntry(next, fmt.Sprintf("w-r%d-c%d", round, i))
 			e.Token = tok
@@ -297,29 +319,10 @@ func race(t *testing.T, d leaderelection.RaceDecider, n int, next int64, tok ent
 	return winners
 }
 
-func concurrentCreates(t *testing.T, d leaderelection.RaceDecider) {
-	winners := race(t, d, Concurrency, 0, entry.LeaderToken{}, 0)
-	if len(winners) != 1 {
-		t.Fatalf("%d concurrent creates: %d winners %q, want exactly 1", Concurrency, len(winners), winners)
-	}
-	if got := read(t, d); got.WriteID != winners[0] {
-		t.Errorf("stored write id %q, but the winner was %q", got.WriteID, winners[0])
-	}
-}
-
+// concurrentWriters races Concurrency writers sharing d for Rounds rounds,
+// the first of which creates the record.
 func concurrentWriters(t *testing.T, d leaderelection.RaceDecider) {
-	tok := write(t, d, sampleEntry(0, "w-seed"), entry.LeaderToken{})
-	for round := 1; round <= Rounds; round++ {
-		winners := race(t, d, Concurrency, int64(round), tok, round)
-		if len(winners) != 1 {
-			t.Fatalf("round %d: %d winners %q among %d writers on one token, want exactly 1", round, len(winners), winners, Concurrency)
-		}
-		got := read(t, d)
-		if got.WriteID != winners[0] {
-			t.Fatalf("round %d: stored write id %q, but the winner was %q", round, got.WriteID, winners[0])
-		}
-		tok = got.Token
-	}
+	RaceWriters(t, slices.Repeat([]leaderelection.RaceDecider{d}, Concurrency), Rounds)
 }
 
 func electionNumbersIncrease(t *testing.T, d leaderelection.RaceDecider) {
