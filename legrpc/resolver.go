@@ -1,0 +1,348 @@
+package legrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	clocks "github.com/vimeo/go-clocks"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// Scheme is the URI scheme of the targets a Builder resolves:
+// "leaderelection:///<election name>".
+const Scheme = "leaderelection"
+
+// ErrNoLeader is wrapped by the error the resolver hands gRPC while an
+// election has no valid leader: none elected yet, the last one released, or
+// its term expired. A call that does not wait for ready fails with
+// codes.Unavailable and this error's text.
+var ErrNoLeader = errors.New("legrpc: the election has no leader")
+
+// Builder is a resolver.Builder for targets "leaderelection:///<name>". The
+// resolver it builds follows an election with leaderelection.WatchConfig.Watch
+// and hands gRPC the current leader's HostPort addresses, with the service
+// config the leader publishes in ConnectionParams.
+//
+// Give it to one client with grpc.WithResolvers, or to every client of the
+// process with resolver.Register:
+//
+//	b := legrpc.NewBuilder(leaderelection.WatchConfig{Decider: d, MaxClockSkew: time.Second})
+//	conn, err := grpc.NewClient("leaderelection:///scheduler", grpc.WithResolvers(b), creds)
+//
+// The target's name is also the authority gRPC sends (and checks a TLS
+// certificate against) unless the client sets grpc.WithAuthority.
+type Builder struct {
+	lookup func(name string) (leaderelection.WatchConfig, error)
+}
+
+// NewBuilder returns a Builder that resolves every target, whatever its name,
+// to the leader of the election watched through cfg.
+func NewBuilder(cfg leaderelection.WatchConfig) *Builder {
+	return NewBuilderFunc(func(string) (leaderelection.WatchConfig, error) { return cfg, nil })
+}
+
+// NewBuilderFunc returns a Builder for several elections: it resolves the
+// target "leaderelection:///<name>" through the WatchConfig lookup returns
+// for name. An error from lookup fails the client's connection attempts.
+func NewBuilderFunc(lookup func(name string) (leaderelection.WatchConfig, error)) *Builder {
+	return &Builder{lookup: lookup}
+}
+
+// Scheme implements resolver.Builder.
+func (b *Builder) Scheme() string { return Scheme }
+
+// Build implements resolver.Builder. The resolver reads the record at once,
+// then follows it with WatchConfig.Watch until Close. It fails only for an
+// invalid WatchConfig or a name the lookup does not know.
+func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts resolver.BuildOptions) (resolver.Resolver, error) {
+	name := target.Endpoint()
+	cfg, err := b.lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("legrpc: target %q: %w", target, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("legrpc: target %q: %w", target, err)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clocks.DefaultClock()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	poll := cfg.PollInterval
+	if poll == 0 {
+		poll = leaderelection.DefaultWatchPollInterval
+	}
+	r := &electionResolver{
+		name:          name,
+		cc:            cc,
+		clock:         cfg.Clock,
+		log:           cfg.Logger.With("election", name),
+		decider:       cfg.Decider,
+		noConfig:      opts.DisableServiceConfig,
+		readTimeout:   max(poll, time.Second),
+		resolveSpacer: poll / 4,
+		poke:          make(chan struct{}, 1),
+		configs:       map[string]*serviceconfig.ParseResult{},
+	}
+	_, r.pushes = cfg.Decider.(leaderelection.ChangeNotifier)
+	userOnError := cfg.OnError
+	cfg.OnError = func(ctx context.Context, err error) {
+		r.readFailed(err)
+		if userOnError != nil {
+			userOnError(ctx, err)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.wg.Go(func() { r.refresh(ctx) })
+	r.wg.Go(func() {
+		// Watch returns only when ctx ends (Build validated cfg).
+		_ = cfg.Watch(ctx, func(_ context.Context, c leaderelection.Change) {
+			r.watched(c)
+		})
+	})
+	return r, nil
+}
+
+// electionResolver is the resolver.Resolver of one client of one election.
+type electionResolver struct {
+	name     string
+	cc       resolver.ClientConn
+	clock    clocks.Clock
+	log      *slog.Logger
+	decider  leaderelection.RaceDecider
+	pushes   bool // decider pushes changes: the watcher hears of them at once
+	noConfig bool // the client disabled service configs from resolvers
+
+	// readTimeout bounds one read made for ResolveNow; resolveSpacer is the
+	// least time between two of them.
+	readTimeout, resolveSpacer time.Duration
+	// poke asks the refresh goroutine for a read (buffered: a request made
+	// while one is pending is merged with it).
+	poke chan struct{}
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// mu serialises updates to gRPC and guards the fields below.
+	mu sync.Mutex
+	// rec is the newest record seen (by ElectionNumber), from the watcher
+	// or a read of our own; nil before the first.
+	rec *entry.RaceEntry
+	// lastWatched is the record of the watcher's last report.
+	lastWatched *entry.RaceEntry
+	// expired: rec's term ran out, as the watcher reported or as our clock
+	// said when rec arrived.
+	expired bool
+	// pushed describes the state last handed to gRPC ("" for none yet;
+	// starting with noLeader for an error), so that an extension, which
+	// changes nothing a client uses, is not handed over again.
+	pushed string
+	// configs caches parsed service configs by their JSON: a leader
+	// publishes the same one with every extension.
+	configs map[string]*serviceconfig.ParseResult
+}
+
+// ResolveNow implements resolver.Resolver. gRPC calls it when a connection
+// to the leader fails, which is when a change of leader is likeliest. With a
+// Decider that pushes changes the watcher already knows everything there is
+// to know; otherwise it asks for a read of the record now, rather than at the
+// watcher's next poll. Reads made for ResolveNow are spaced at least a
+// quarter of the WatchConfig's PollInterval apart, however often gRPC asks.
+func (r *electionResolver) ResolveNow(resolver.ResolveNowOptions) {
+	if r.pushes {
+		return
+	}
+	select {
+	case r.poke <- struct{}{}:
+	default: // a read is already due
+	}
+}
+
+// Close implements resolver.Resolver: it stops the watcher and waits for
+// every goroutine the resolver started.
+func (r *electionResolver) Close() {
+	r.cancel()
+	r.wg.Wait()
+}
+
+// refresh reads the record at start (the watcher reports nothing until
+// somebody is elected, but a client must learn that nobody is), then, for a
+// store that is polled, once per ResolveNow request, no more often than
+// resolveSpacer.
+func (r *electionResolver) refresh(ctx context.Context) {
+	for {
+		rctx, cancel := r.clock.ContextWithTimeout(ctx, r.readTimeout)
+		rec, err := r.decider.ReadCurrent(rctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			// The watcher retries and reports its own failures; this
+			// one only matters while the client knows nothing yet.
+			r.readFailed(err)
+		default:
+			r.offer(rec)
+		}
+		if r.pushes {
+			return // ResolveNow has nothing to do: see there
+		}
+		if !r.clock.SleepFor(ctx, r.resolveSpacer) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.poke:
+		}
+	}
+}
+
+// watched merges a change the watcher reports. The watcher reports in order,
+// so a record older than the last it reported means the record was deleted
+// and elections began again: that one is taken whatever the resolver holds.
+// Otherwise the change may be one the resolver has already learnt from a
+// read of its own.
+func (r *electionResolver) watched(c leaderelection.Change) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	restarted := r.lastWatched != nil && c.Entry.ElectionNumber < r.lastWatched.ElectionNumber
+	r.lastWatched = c.Entry.Clone()
+	if restarted {
+		r.rec = nil
+	}
+	r.offerLocked(&c.Entry, c.Kind == leaderelection.TermExpired)
+}
+
+// offer merges a record the resolver read itself.
+func (r *electionResolver) offer(rec *entry.RaceEntry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.offerLocked(rec, false)
+}
+
+// offerLocked merges a record into the resolver's state and hands gRPC the
+// result if it changed. Records arrive from two goroutines, and one may be
+// behind the other: only a newer ElectionNumber replaces the record held.
+// expired reports that rec's term has run out (the watcher's TermExpired).
+func (r *electionResolver) offerLocked(rec *entry.RaceEntry, expired bool) {
+	switch {
+	case r.rec == nil || rec.ElectionNumber > r.rec.ElectionNumber:
+		r.rec = rec.Clone()
+		// A record read after its expiry (a leader that crashed before
+		// this client started, say) names nobody to call.
+		r.expired = expired || (rec.ElectionNumber != entry.NoElections && !rec.Released &&
+			!r.clock.Now().Before(rec.TermExpiry))
+	case rec.ElectionNumber == r.rec.ElectionNumber && expired && !r.expired:
+		r.expired = true
+	default:
+		return
+	}
+	r.updateLocked()
+}
+
+// readFailed reports a failed read to gRPC while the client has nothing
+// better, so that calls that do not wait for ready fail with the cause
+// instead of waiting for a first resolution that may not come.
+func (r *electionResolver) readFailed(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rec == nil {
+		r.cc.ReportError(fmt.Errorf("legrpc: reading election %q: %w", r.name, err))
+	}
+}
+
+// noLeader starts electionResolver.pushed when gRPC was told of no leader.
+const noLeader = "\x00no leader: "
+
+// updateLocked hands gRPC the state r.rec stands for, unless it already has it.
+func (r *electionResolver) updateLocked() {
+	rec := r.rec
+	var why string
+	switch {
+	case rec.ElectionNumber == entry.NoElections:
+		why = "nobody has been elected yet"
+	case rec.Released:
+		why = fmt.Sprintf("%s released term %d", rec.LeaderID, rec.Term)
+	case r.expired:
+		why = fmt.Sprintf("term %d of %s expired at %s", rec.Term, rec.LeaderID, rec.TermExpiry.Format(time.RFC3339Nano))
+	case len(rec.HostPort) == 0:
+		why = fmt.Sprintf("leader %s (term %d) publishes no address", rec.LeaderID, rec.Term)
+	}
+	if why != "" {
+		key := noLeader + why
+		if r.pushed == key {
+			return
+		}
+		r.log.Debug("no leader to route to", "why", why)
+		if r.pushed != "" && !strings.HasPrefix(r.pushed, noLeader) {
+			// Zero addresses make the balancer drop its connection to
+			// the former leader (an error alone would not). It returns
+			// ErrBadResolverState, which a watching resolver may ignore.
+			_ = r.cc.UpdateState(resolver.State{})
+		}
+		r.pushed = key
+		// The error is what calls that do not wait for ready fail with.
+		r.cc.ReportError(fmt.Errorf("%w %q: %s", ErrNoLeader, r.name, why))
+		return
+	}
+
+	sc := r.serviceConfigLocked(rec)
+	key := strings.Join(rec.HostPort, ",") + "\x00" + string(rec.ConnectionParams)
+	if r.pushed == key {
+		return
+	}
+	r.pushed = key
+	addrs := make([]resolver.Address, len(rec.HostPort))
+	for i, hp := range rec.HostPort {
+		addrs[i] = resolver.Address{Addr: hp}
+	}
+	r.log.Debug("routing to the leader", "leader_id", rec.LeaderID, "term", rec.Term, "addresses", rec.HostPort)
+	// One endpoint: the addresses are all ways to the one leader.
+	err := r.cc.UpdateState(resolver.State{
+		Addresses:     addrs,
+		Endpoints:     []resolver.Endpoint{{Addresses: slices.Clone(addrs)}},
+		ServiceConfig: sc,
+	})
+	if err != nil {
+		r.log.Warn("gRPC rejected the leader's addresses", "leader_id", rec.LeaderID, "addresses", rec.HostPort, "err", err)
+	}
+}
+
+// serviceConfigLocked returns the service config rec publishes, or nil when
+// it publishes none or one that does not parse. gRPC keeps the config it has
+// when handed nil (or applies the client's default if it has none), so a bad
+// config from one leader cannot cut clients off from it.
+func (r *electionResolver) serviceConfigLocked(rec *entry.RaceEntry) *serviceconfig.ParseResult {
+	if r.noConfig || len(rec.ConnectionParams) == 0 {
+		return nil
+	}
+	js := string(rec.ConnectionParams)
+	sc, ok := r.configs[js]
+	if !ok {
+		sc = r.cc.ParseServiceConfig(js)
+		if sc.Err != nil {
+			r.log.Warn("ignoring the service config the leader publishes", "leader_id", rec.LeaderID, "err", sc.Err)
+		}
+		// Keep only the newest: leaders rarely change theirs.
+		clear(r.configs)
+		r.configs[js] = sc
+	}
+	if sc.Err != nil {
+		return nil
+	}
+	return sc
+}
