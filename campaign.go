@@ -146,25 +146,38 @@ func (cd *candidate) free(rec *entry.RaceEntry) bool {
 }
 
 // waitForFree waits until rec's term can be taken over (plus jitter), or a
-// change is pushed, or the poll interval passes, and returns the record then.
+// change is pushed, or the poll interval passes, and returns the record then,
+// reading it only when nothing vouches for it.
 func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*entry.RaceEntry, error) {
 	until := rec.TermExpiry.Add(cd.MaxClockSkew + jitter(cd.herdJitter()))
 	if cd.notifier == nil {
-		until = minTime(until, cd.Clock.Now().Add(cd.PollInterval))
+		// Jittered so that candidates started together do not poll, and
+		// then write, in step.
+		poll := cd.PollInterval - jitter(cd.PollInterval/4)
+		until = minTime(until, cd.Clock.Now().Add(poll))
 	}
-	pushed, err := waitForChangeUntil(ctx, cd.Clock, cd.notifier, rec.Token, until)
-	if err != nil {
+	pushed, quiet, err := waitForChangeUntil(ctx, cd.Clock, cd.notifier, rec.Token, until)
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if pushed != nil {
-		if !cd.free(pushed) {
-			// An extension or a new leader: nothing to do, nothing to read.
+	case quiet:
+		// Nothing changed up to the takeover time: rec is current.
+		return rec, nil
+	case pushed != nil && !cd.free(pushed):
+		// An extension or a new leader: nothing to do, nothing to read.
+		return pushed, nil
+	case pushed != nil:
+		// A push wakes every waiter at once: spread them out, listening
+		// for the first one's write, which makes the others stand down.
+		again, quiet, err := waitForChangeUntil(ctx, cd.Clock, cd.notifier, pushed.Token,
+			cd.Clock.Now().Add(jitter(cd.herdJitter())))
+		switch {
+		case err != nil:
+			return nil, err
+		case again != nil:
+			return again, nil
+		case quiet:
 			return pushed, nil
-		}
-		// A push ends every waiter's sleep at once: spread them before
-		// they read and act on it.
-		if !cd.Clock.SleepFor(ctx, jitter(cd.herdJitter())) {
-			return nil, ctx.Err()
 		}
 	}
 	return cd.read(ctx)

@@ -14,33 +14,35 @@ import (
 )
 
 // waitForChangeUntil waits until until, or until the record identified by tok
-// is replaced when n can push changes. It returns the pushed record, or nil
-// when time ran out (or n failed: the caller then reads). Only ctx ending is an
-// error.
-func waitForChangeUntil(ctx context.Context, clock clocks.Clock, n ChangeNotifier, tok entry.LeaderToken, until time.Time) (*entry.RaceEntry, error) {
+// is replaced when n can push changes. It returns the pushed record if one
+// came, or quiet = true if n vouches that nothing changed before until. With
+// neither (no notifier, or a notifier that failed) the caller must read. Only
+// ctx ending is an error.
+func waitForChangeUntil(ctx context.Context, clock clocks.Clock, n ChangeNotifier, tok entry.LeaderToken, until time.Time) (pushed *entry.RaceEntry, quiet bool, err error) {
 	if n == nil {
 		if !clock.SleepUntil(ctx, until) {
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
-		return nil, nil
+		return nil, false, nil
 	}
 	wctx, cancel := clock.ContextWithDeadline(ctx, until)
 	defer cancel()
 	rec, err := n.WaitForChange(wctx, tok)
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
+	switch {
+	case ctx.Err() != nil:
+		return nil, false, ctx.Err()
+	case err == nil:
+		return rec, false, nil
+	case wctx.Err() != nil:
+		return nil, true, nil
 	}
-	if err != nil {
-		if wctx.Err() == nil {
-			// The notifier failed before the deadline: wait out the rest
-			// so that a broken push channel cannot turn into a busy loop.
-			if !clock.SleepUntil(ctx, until) {
-				return nil, ctx.Err()
-			}
-		}
-		return nil, nil
+	// The notifier failed before the deadline: wait out the rest so that a
+	// broken push channel cannot turn into a busy loop, then have the caller
+	// read.
+	if !clock.SleepUntil(ctx, until) {
+		return nil, false, ctx.Err()
 	}
-	return rec, nil
+	return nil, false, nil
 }
 
 // backoff spaces out retries of a failing store: exponential with full

@@ -161,13 +161,13 @@ func (w *WatchConfig) next(ctx context.Context, n ChangeNotifier, rec *entry.Rac
 			until = minTime(until, takeover)
 		}
 	}
-	pushed, err := waitForChangeUntil(ctx, w.Clock, n, rec.Token, until)
+	pushed, quiet, err := waitForChangeUntil(ctx, w.Clock, n, rec.Token, until)
 	switch {
 	case err != nil:
 		return nil, err
 	case pushed != nil:
 		return pushed, nil
-	case n != nil && live:
+	case quiet:
 		// The term ran out with no push: nothing changed, no read needed.
 		return rec, nil
 	}

@@ -168,3 +168,29 @@ func TestWatchSeesRecordRecreated(t *testing.T) {
 		stopWatch()
 	})
 }
+
+// brokenPush claims to push changes but its notifications always fail.
+type brokenPush struct{ leaderelection.RaceDecider }
+
+func (brokenPush) WaitForChange(context.Context, entry.LeaderToken) (*entry.RaceEntry, error) {
+	return nil, errInjected
+}
+
+// TestWatchBrokenNotifierReads checks that a failing push channel makes the
+// watcher read, rather than take the silence for an expiry.
+func TestWatchBrokenNotifierReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := newMonitor(t)
+		stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+		next(m)
+		w, stopWatch := startWatch(t, leaderelection.WatchConfig{Decider: brokenPush{mem}, MaxClockSkew: skew})
+		time.Sleep(3 * term)
+		synctest.Wait()
+		if got := w.String(); strings.Contains(got, "expired") || !strings.Contains(got, "extended a 0") {
+			t.Errorf("with a failing notifier the watcher reported %q; want extensions and no expiry", got)
+		}
+		stopWatch()
+		stopA()
+	})
+}
