@@ -1,0 +1,225 @@
+// Command bench measures the leader-election library on real time: graceful
+// handover, crash failover, steady-state request cost, observer lag, safety
+// under a pause and a herd of candidates, on the memory backend behind a
+// fixed per-request latency (with and without push notifications) and,
+// on request, on the GCS and S3 emulators. It prints a table, says which
+// targets are met, and writes the results as JSON.
+//
+//	go run ./bench                      # memory and memory-poll, about 2.5 minutes
+//	go run ./bench -quick               # a CI-sized run
+//	go run ./bench -backend all         # memory, memory-poll, gcs, s3
+//
+// Targets assume the default settings: 5 ms latency, 2 s term, 100 ms
+// MaxClockSkew.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+)
+
+// settings are the parsed flags.
+type settings struct {
+	term, skew, poll, watchPoll time.Duration
+	latency                     time.Duration
+	reps, herd, steadyTerms     int
+	parallel                    int
+	quick                       bool
+	backends, scenarios         []string
+	jsonPath                    string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (*settings, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	s := &settings{}
+	var backends, scens string
+	fs.DurationVar(&s.term, "term", 2*time.Second, "TermLength")
+	fs.DurationVar(&s.skew, "skew", 100*time.Millisecond, "MaxClockSkew")
+	fs.DurationVar(&s.poll, "poll", 0, "candidates' PollInterval (0: the library default, TermLength/4)")
+	fs.DurationVar(&s.watchPoll, "watch-poll", 0, "watchers' PollInterval (0: TermLength x 1s/15s, the default 1 s scaled to the term)")
+	fs.DurationVar(&s.latency, "latency", 5*time.Millisecond, "latency added to every request, half each way (on the emulators, on top of their own)")
+	fs.IntVar(&s.reps, "reps", 0, "repetitions per scenario (0: 10, or 3 with -quick)")
+	fs.IntVar(&s.herd, "herd", 50, "candidates in the herd scenario")
+	fs.IntVar(&s.steadyTerms, "steady-terms", 0, "terms measured in the steady-state scenario (0: 10, or 2 with -quick)")
+	fs.IntVar(&s.parallel, "parallel", 5, "elections run at once in the failover and pause scenarios")
+	fs.BoolVar(&s.quick, "quick", false, "fewer repetitions and steady-state terms")
+	fs.StringVar(&backends, "backend", "memory,memory-poll", `comma-separated backends: memory, memory-poll, gcs, s3, or "all"`)
+	fs.StringVar(&scens, "scenarios", "all", "comma-separated scenarios: handover, failover, steady, observer, pause, herd, or all")
+	fs.StringVar(&s.jsonPath, "json", defaultJSONPath(), `where to write the JSON results ("" for nowhere, "-" for stdout)`)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if s.reps == 0 {
+		s.reps = 10
+		if s.quick {
+			s.reps = 3
+		}
+	}
+	if s.steadyTerms == 0 {
+		s.steadyTerms = 10
+		if s.quick {
+			s.steadyTerms = 2
+		}
+	}
+	if s.watchPoll == 0 {
+		s.watchPoll = time.Duration(float64(s.term) * float64(leaderelection.DefaultWatchPollInterval) / float64(leaderelection.DefaultTermLength))
+	}
+	var errs []error
+	if s.term <= 2*s.skew {
+		errs = append(errs, fmt.Errorf("-term %v must be greater than 2 x -skew %v", s.term, s.skew))
+	}
+	if s.reps < 1 || s.herd < 2 || s.steadyTerms < 1 {
+		errs = append(errs, errors.New("-reps and -steady-terms must be at least 1, -herd at least 2"))
+	}
+	if s.latency < 0 || s.poll < 0 || s.watchPoll <= 0 {
+		errs = append(errs, errors.New("latencies and poll intervals must not be negative"))
+	}
+	if backends == "all" {
+		s.backends = backendNames
+	} else {
+		for b := range strings.SplitSeq(backends, ",") {
+			if b = strings.TrimSpace(b); !slices.Contains(backendNames, b) {
+				errs = append(errs, fmt.Errorf("unknown backend %q (known: %s, all)", b, strings.Join(backendNames, ", ")))
+			}
+			s.backends = append(s.backends, strings.TrimSpace(b))
+		}
+	}
+	var known []string
+	for _, sc := range scenarios {
+		known = append(known, sc.name)
+	}
+	if scens == "all" {
+		s.scenarios = known
+	} else {
+		for sc := range strings.SplitSeq(scens, ",") {
+			if sc = strings.TrimSpace(sc); !slices.Contains(known, sc) {
+				errs = append(errs, fmt.Errorf("unknown scenario %q (known: %s, all)", sc, strings.Join(known, ", ")))
+			}
+			s.scenarios = append(s.scenarios, strings.TrimSpace(sc))
+		}
+	}
+	return s, errors.Join(errs...)
+}
+
+// run runs the benchmark: the table goes to stdout, progress to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	s, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	rep := &Report{
+		Command: strings.TrimSpace("go run ./bench " + strings.Join(args, " ")),
+		Started: start.UTC(),
+		Machine: Machine{
+			CPUModel: cpuModel(), NumCPU: runtime.NumCPU(), GOMAXPROC: runtime.GOMAXPROCS(0),
+			GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version(),
+		},
+		Settings: Settings{
+			TermMs:           ms(s.term),
+			MaxClockSkewMs:   ms(s.skew),
+			PollIntervalMs:   ms(s.candidatePoll()),
+			WatchPollMs:      ms(s.watchPoll),
+			LatencyMs:        ms(s.latency),
+			Reps:             s.reps,
+			Herd:             s.herd,
+			SteadyTerms:      s.steadyTerms,
+			Parallel:         s.parallel,
+			Quick:            s.quick,
+			TargetsApplyNote: "targets are stated for 5 ms store latency, 2 s term, 100 ms MaxClockSkew",
+		},
+	}
+	for _, name := range s.backends {
+		b, err := newBackend(ctx, name, s)
+		if err != nil {
+			return err
+		}
+		res := BackendResult{Backend: name, Description: b.desc, Push: b.push}
+		for _, sc := range scenarios {
+			if !slices.Contains(s.scenarios, sc.name) {
+				continue
+			}
+			t0 := time.Now()
+			fmt.Fprintf(stderr, "%s: %s...", name, sc.name)
+			rows, err := sc.run(ctx, s, b)
+			if err != nil {
+				res.Errors++
+				rows = append(rows, Metric{Scenario: sc.name, Name: "error", Note: err.Error()})
+				fmt.Fprintf(stderr, " error: %v\n", err)
+			} else {
+				fmt.Fprintf(stderr, " %.1f s\n", time.Since(t0).Seconds())
+			}
+			res.Metrics = append(res.Metrics, rows...)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		res.MedianRTTMs = ms(b.rtt.median())
+		b.close()
+		rep.Backends = append(rep.Backends, res)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	printTable(stdout, rep)
+	if err := writeJSON(rep, s.jsonPath, stdout); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// defaultJSONPath is bench/results.json when run from the repository root,
+// else bench-results.json in the current directory.
+func defaultJSONPath() string {
+	if fi, err := os.Stat("bench"); err == nil && fi.IsDir() {
+		return filepath.Join("bench", "results.json")
+	}
+	return "bench-results.json"
+}
+
+func writeJSON(rep *Report, path string, stdout io.Writer) error {
+	if path == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if path == "-" {
+		_, err = stdout.Write(data)
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("writing results: %w", err)
+	}
+	fmt.Fprintf(stdout, "JSON written to %s\n", path)
+	return nil
+}

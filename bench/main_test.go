@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQuickRunEmitsEveryScenario runs a tiny configuration end to end on both
+// memory backends and checks the JSON holds every scenario, without errors.
+// Timing targets are printed by the program, never asserted here.
+func TestQuickRunEmitsEveryScenario(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{
+		"-quick", "-reps", "2", "-steady-terms", "1", "-herd", "8",
+		"-term", "400ms", "-skew", "20ms", "-latency", "1ms", "-json", path,
+	}
+	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("invalid JSON: %v", err)
+	}
+	if rep.Settings.TermMs != 400 || rep.Settings.Reps != 2 || !rep.Settings.Quick {
+		t.Errorf("settings %+v do not match the flags", rep.Settings)
+	}
+	if len(rep.Backends) != 2 || rep.Backends[0].Backend != "memory" || rep.Backends[1].Backend != "memory-poll" {
+		t.Fatalf("backends %+v, want memory and memory-poll", rep.Backends)
+	}
+	for _, b := range rep.Backends {
+		if b.Errors != 0 {
+			t.Errorf("%s: %d scenario errors", b.Backend, b.Errors)
+		}
+		seen := map[string]int{}
+		for _, m := range b.Metrics {
+			if m.Name == "error" {
+				t.Errorf("%s: %s failed: %s", b.Backend, m.Scenario, m.Note)
+				continue
+			}
+			if m.N == 0 {
+				t.Errorf("%s: %s / %s has no samples", b.Backend, m.Scenario, m.Name)
+			}
+			seen[m.Scenario]++
+		}
+		for _, sc := range scenarios {
+			if seen[sc.name] == 0 {
+				t.Errorf("%s: no metrics for scenario %s", b.Backend, sc.name)
+			}
+		}
+		if b.MedianRTTMs < 1 {
+			t.Errorf("%s: median request %.2f ms, want at least the 1 ms latency added", b.Backend, b.MedianRTTMs)
+		}
+	}
+	out := stdout.String()
+	for _, want := range []string{"== memory:", "== memory-poll:", "Targets met:", "JSON written to"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"-backend", "nope"},
+		{"-scenarios", "nope"},
+		{"-term", "100ms", "-skew", "50ms"},
+		{"stray"},
+	} {
+		var buf bytes.Buffer
+		if _, err := parseFlags(args, &buf); err == nil {
+			t.Errorf("parseFlags(%q) accepted it", args)
+		}
+	}
+	s, err := parseFlags([]string{"-backend", "all", "-quick"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.backends) != len(backendNames) || s.reps != 3 || s.steadyTerms != 2 {
+		t.Errorf("-backend all -quick gave %+v", s)
+	}
+	if want := 2 * time.Second / 15; s.watchPoll != want {
+		t.Errorf("default watcher poll %v, want %v (1 s : 15 s scaled to the 2 s term)", s.watchPoll, want)
+	}
+}
+
+func TestBusiestWindow(t *testing.T) {
+	el := newElection(nil, false, 0, &rttLog{})
+	t0 := time.Now()
+	for _, off := range []time.Duration{0, 10, 20, 150, 160, 170, 180, 240, 400} {
+		el.ops = append(el.ops, opEvent{at: t0.Add(off * time.Millisecond), kind: opRead})
+	}
+	el.ops = append(el.ops, opEvent{at: t0.Add(175 * time.Millisecond), kind: opWrite})
+	if got := el.busiest(t0, t0.Add(time.Second), 100*time.Millisecond); got != 6 {
+		t.Errorf("busiest 100 ms = %d, want 6 (150..240 ms)", got)
+	}
+	if r, w := el.opsBetween(t0.Add(150*time.Millisecond), t0.Add(180*time.Millisecond)); r != 4 || w != 1 {
+		t.Errorf("opsBetween = %d reads, %d writes, want 4 and 1", r, w)
+	}
+}
+
+func TestStat(t *testing.T) {
+	if s := statOf([]float64{5, 1, 3, 2}); s.Median != 2.5 || s.Max != 5 || s.Min != 1 || s.N != 4 {
+		t.Errorf("statOf = %+v", s)
+	}
+	if s := statOf(nil); s.N != 0 {
+		t.Errorf("statOf(nil) = %+v", s)
+	}
+}

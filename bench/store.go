@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// opKind tells reads from writes in the operation log.
+type opKind uint8
+
+const (
+	opRead opKind = iota
+	opWrite
+)
+
+// opEvent is one request sent to the store.
+type opEvent struct {
+	at   time.Time
+	kind opKind
+}
+
+// election is one election object on one backend, shared by every access to
+// it. It logs every request sent, so that a scenario can count the traffic in
+// any window.
+type election struct {
+	inner    leaderelection.RaceDecider
+	notifier leaderelection.ChangeNotifier // nil: the accesses poll
+	latency  time.Duration                 // added to every request, half each way
+	rtt      *rttLog                       // the backend's, shared by its elections
+
+	// done ends the deliveries of requests held by a cut that never ends.
+	done   context.Context
+	cancel context.CancelFunc
+
+	mu  sync.Mutex
+	ops []opEvent
+}
+
+func newElection(inner leaderelection.RaceDecider, push bool, latency time.Duration, rtt *rttLog) *election {
+	el := &election{inner: inner, latency: latency, rtt: rtt}
+	if push {
+		el.notifier, _ = inner.(leaderelection.ChangeNotifier)
+	}
+	el.done, el.cancel = context.WithCancel(context.Background())
+	return el
+}
+
+func (el *election) logOp(k opKind) {
+	el.mu.Lock()
+	el.ops = append(el.ops, opEvent{at: time.Now(), kind: k})
+	el.mu.Unlock()
+}
+
+// opsBetween counts the reads and writes sent in [from, to].
+func (el *election) opsBetween(from, to time.Time) (reads, writes int) {
+	el.mu.Lock()
+	defer el.mu.Unlock()
+	for _, o := range el.ops {
+		if o.at.Before(from) || o.at.After(to) {
+			continue
+		}
+		if o.kind == opRead {
+			reads++
+		} else {
+			writes++
+		}
+	}
+	return reads, writes
+}
+
+// busiest returns the largest number of requests sent within any window of
+// length w inside [from, to].
+func (el *election) busiest(from, to time.Time, w time.Duration) int {
+	el.mu.Lock()
+	var ts []time.Time
+	for _, o := range el.ops {
+		if !o.at.Before(from) && !o.at.After(to) {
+			ts = append(ts, o.at)
+		}
+	}
+	el.mu.Unlock()
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+	best, lo := 0, 0
+	for hi := range ts {
+		for ts[hi].Sub(ts[lo]) >= w {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return best
+}
+
+// rttLog collects the round-trip times of successful requests.
+type rttLog struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (r *rttLog) add(d time.Duration) {
+	r.mu.Lock()
+	r.d = append(r.d, d)
+	r.mu.Unlock()
+}
+
+func (r *rttLog) median() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), r.d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// cutMode says what happens to the requests of an access that is cut off.
+type cutMode int
+
+const (
+	connected cutMode = iota
+	// cutDrop: requests and replies are lost; the caller waits until its
+	// context ends. A crashed or abandoned process.
+	cutDrop
+	// cutHold: requests wait until the cut ends and are then delivered,
+	// even those whose caller has given up. A network partition (or a
+	// paused process) whose queued writes arrive late.
+	cutHold
+)
+
+// acceptedWrite is a write of one access that the store applied.
+type acceptedWrite struct {
+	at   time.Time
+	e    *entry.RaceEntry
+	late bool // delivered after its caller had given up
+}
+
+// access is one client's connection to an election: it adds the latency,
+// counts the requests and can be cut off.
+type access struct {
+	el   *election
+	name string
+
+	reads, writes, waits atomic.Int64
+	lateSent             atomic.Int64 // held writes delivered after their caller gave up
+
+	mu       sync.Mutex
+	mode     cutMode
+	restored chan struct{} // closed when the current cut ends
+	accepted []acceptedWrite
+}
+
+func (el *election) newAccess(name string) *access {
+	return &access{el: el, name: name}
+}
+
+// decider returns the RaceDecider a candidate or watcher uses: with
+// WaitForChange when the election pushes changes.
+func (a *access) decider() leaderelection.RaceDecider {
+	if a.el.notifier != nil {
+		return pushAccess{a}
+	}
+	return a
+}
+
+// cut cuts the access off (mode cutDrop or cutHold) or, with connected,
+// restores it.
+func (a *access) cut(mode cutMode) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if mode == a.mode {
+		return
+	}
+	if a.mode != connected {
+		close(a.restored)
+	}
+	a.mode = mode
+	if mode != connected {
+		a.restored = make(chan struct{})
+	}
+}
+
+// gate lets a request through at once when the access is connected. When it
+// is cut, the request waits for the cut to end (cutHold) or is lost (cutDrop);
+// a caller whose ctx ends first gets an error. late, if not nil, is run when
+// a held request is delivered after its caller gave up.
+func (a *access) gate(ctx context.Context, late func(context.Context)) error {
+	a.mu.Lock()
+	mode, restored := a.mode, a.restored
+	a.mu.Unlock()
+	if mode == connected {
+		return nil
+	}
+	select {
+	case <-restored:
+		if mode == cutHold {
+			return nil
+		}
+		<-ctx.Done()
+	case <-ctx.Done():
+		if mode == cutHold && late != nil {
+			go func() {
+				select {
+				case <-restored:
+					lctx, cancel := context.WithTimeout(a.el.done, 10*time.Second)
+					defer cancel()
+					late(lctx)
+				case <-a.el.done.Done():
+				}
+			}()
+		}
+	}
+	return fmt.Errorf("bench: %s is cut off: %w", a.name, ctx.Err())
+}
+
+// travelUntil waits until t, as a request or its reply travels, then passes
+// the gate. Each leg ends at a deadline counted from the start of the
+// request, so that the timer's granularity is paid once per leg, not summed.
+func (a *access) travelUntil(ctx context.Context, t time.Time, late func(context.Context)) error {
+	if d := time.Until(t); d > 0 {
+		tm := time.NewTimer(d)
+		select {
+		case <-tm.C:
+		case <-ctx.Done():
+			tm.Stop()
+			return fmt.Errorf("bench: %s: %w", a.name, ctx.Err())
+		}
+	}
+	return a.gate(ctx, late)
+}
+
+// ReadCurrent implements leaderelection.RaceDecider.
+func (a *access) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	a.reads.Add(1)
+	a.el.logOp(opRead)
+	start := time.Now()
+	if err := a.gate(ctx, nil); err != nil {
+		return nil, err
+	}
+	lat := a.el.latency
+	sent := time.Now()
+	if err := a.travelUntil(ctx, sent.Add(lat/2), nil); err != nil {
+		return nil, err
+	}
+	t := time.Now()
+	rec, err := a.el.inner.ReadCurrent(ctx)
+	if terr := a.travelUntil(ctx, sent.Add(lat+time.Since(t)), nil); terr != nil {
+		return nil, terr
+	}
+	if err == nil {
+		a.el.rtt.add(time.Since(start))
+	}
+	return rec, err
+}
+
+// WriteEntry implements leaderelection.RaceDecider.
+func (a *access) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	a.writes.Add(1)
+	a.el.logOp(opWrite)
+	start := time.Now()
+	e = e.Clone() // a held write may be delivered after the caller moved on
+	late := func(ctx context.Context) {
+		a.lateSent.Add(1)
+		a.apply(ctx, e, true)
+	}
+	if err := a.gate(ctx, late); err != nil {
+		return entry.LeaderToken{}, err
+	}
+	lat := a.el.latency
+	sent := time.Now()
+	if err := a.travelUntil(ctx, sent.Add(lat/2), late); err != nil {
+		return entry.LeaderToken{}, err
+	}
+	t := time.Now()
+	tok, err := a.apply(ctx, e, false)
+	if terr := a.travelUntil(ctx, sent.Add(lat+time.Since(t)), nil); terr != nil {
+		return entry.LeaderToken{}, terr
+	}
+	if err == nil {
+		a.el.rtt.add(time.Since(start))
+	}
+	return tok, err
+}
+
+func (a *access) apply(ctx context.Context, e *entry.RaceEntry, late bool) (entry.LeaderToken, error) {
+	tok, err := a.el.inner.WriteEntry(ctx, e)
+	if err == nil {
+		a.mu.Lock()
+		a.accepted = append(a.accepted, acceptedWrite{at: time.Now(), e: e, late: late})
+		a.mu.Unlock()
+	}
+	return tok, err
+}
+
+// lastAccepted returns the last write of this access the store applied, or
+// nil.
+func (a *access) lastAccepted() *entry.RaceEntry {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.accepted) == 0 {
+		return nil
+	}
+	return a.accepted[len(a.accepted)-1].e
+}
+
+// acceptedSince returns the writes of this access applied after t.
+func (a *access) acceptedSince(t time.Time) []acceptedWrite {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []acceptedWrite
+	for _, w := range a.accepted {
+		if w.at.After(t) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// counts returns the requests sent so far.
+func (a *access) counts() opCounts {
+	return opCounts{reads: a.reads.Load(), writes: a.writes.Load(), waits: a.waits.Load()}
+}
+
+type opCounts struct{ reads, writes, waits int64 }
+
+func (c opCounts) sub(o opCounts) opCounts {
+	return opCounts{reads: c.reads - o.reads, writes: c.writes - o.writes, waits: c.waits - o.waits}
+}
+
+// pushAccess is an access to a backend that pushes changes.
+type pushAccess struct{ *access }
+
+// WaitForChange implements leaderelection.ChangeNotifier. The pushed record
+// reaches the caller half the added latency after the change.
+func (p pushAccess) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*entry.RaceEntry, error) {
+	p.waits.Add(1)
+	if err := p.gate(ctx, nil); err != nil {
+		return nil, err
+	}
+	rec, err := p.el.notifier.WaitForChange(ctx, tok)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.travelUntil(ctx, time.Now().Add(p.el.latency/2), nil); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
