@@ -1,0 +1,41 @@
+// Command leaderelect runs leader elections from the shell: it runs any
+// command as a singleton across machines, shows and follows an election's
+// record, and demonstrates an election in one process.
+//
+//	leaderelect demo
+//	leaderelect run --store file:///var/lib/reports/leader -- ./send-reports
+//	leaderelect status --store gs://my-bucket/leaders/reports
+//	leaderelect watch --store s3://my-bucket/leaders/reports?region=eu-west-1 --json
+//
+// Run "leaderelect help" for the commands and store URLs, and
+// "leaderelect COMMAND --help" for each command's flags and behaviour. Every
+// flag can also be set by an environment variable: --store by
+// LEADERELECT_STORE, --term by LEADERELECT_TERM, and so on; a flag given on
+// the command line wins.
+//
+// # run
+//
+// leaderelect run campaigns for the election at --store and runs COMMAND
+// while it leads, with LEADER_ID, LEADER_TERM (the fencing token) and
+// LEADER_EXPIRY in its environment. COMMAND never runs past the end of the
+// term this process holds: when leadership is lost, or the term is about to
+// end without an extension, COMMAND gets SIGTERM, then SIGKILL after --grace
+// and in any case just before the term ends; the term is released only
+// after COMMAND has been reaped. On Linux and FreeBSD, COMMAND also gets
+// SIGKILL from the kernel if leaderelect dies first. See
+// "leaderelect run --help".
+//
+// # Exit status
+//
+//	0    success
+//	1    demo: the safety check failed
+//	2    usage error: bad flag, environment variable or store URL
+//	125  leaderelect failed: store unreachable, permission denied, corrupt record
+//	126  run: the command could not be started
+//	127  run: the command was not found
+//	N    run: the command's own exit status (128+S if signal S killed it)
+//
+// leaderelect run stopped by SIGINT or SIGTERM stops COMMAND, releases the
+// term and then exits by that same signal, so that a shell reports 130 or 143
+// and a service manager sees a clean stop. watch exits 0 when interrupted.
+package main

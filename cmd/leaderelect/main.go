@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+
+	// The store URL schemes leaderelect understands.
+	_ "github.com/racedecider/leaderelection/file"
+	_ "github.com/racedecider/leaderelection/gcs"
+	_ "github.com/racedecider/leaderelection/memory"
+	_ "github.com/racedecider/leaderelection/s3"
+)
+
+// Exit codes. run also exits with its command's status; see the package
+// documentation.
+const (
+	exitOK         = 0
+	exitViolation  = 1   // demo: the safety check failed
+	exitUsage      = 2   // bad flag, argument, environment variable or store URL
+	exitFailed     = 125 // leaderelect itself failed: store unreachable, permission denied, corrupt record
+	exitCannotExec = 126 // run: the command was found but could not be started
+	exitNotFound   = 127 // run: the command was not found
+)
+
+// envPrefix starts the environment variable that sets each flag: --store is
+// LEADERELECT_STORE, --max-wait would be LEADERELECT_MAX_WAIT.
+const envPrefix = "LEADERELECT_"
+
+// outcome is how a subcommand ends: an exit code, or a signal that
+// leaderelect re-raises on itself once it has cleaned up, so that its parent
+// sees it stopped by that signal.
+type outcome struct {
+	code   int
+	signal syscall.Signal
+}
+
+type subcommand struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) outcome
+}
+
+func subcommands() []subcommand {
+	return []subcommand{
+		{"run", "run a command while this process is the leader", runMain},
+		{"status", "show the current election record", statusMain},
+		{"watch", "print one line per change of the election record", watchMain},
+		{"demo", "watch an election among in-process candidates, with crashes", demoMain},
+	}
+}
+
+func main() {
+	o := dispatch(os.Args[1:], os.Stdout, os.Stderr)
+	if o.signal != 0 {
+		reraise(o.signal)
+	}
+	os.Exit(o.code)
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) outcome {
+	if len(args) == 0 {
+		usage(stderr)
+		return outcome{code: exitUsage}
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			return dispatch([]string{args[1], "--help"}, stdout, stderr)
+		}
+		usage(stdout)
+		return outcome{}
+	}
+	for _, c := range subcommands() {
+		if c.name == name {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "leaderelect: unknown command %q\n\n", name)
+	usage(stderr)
+	return outcome{code: exitUsage}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `leaderelect runs leader elections on a shared store: run any command as a
+singleton across machines, or look at an election.
+
+Usage:
+  leaderelect COMMAND [FLAGS] [ARGS]
+
+Commands:
+`)
+	for _, c := range subcommands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `
+Start with:
+  leaderelect demo
+
+"leaderelect COMMAND --help" describes a command. Every flag can also be set by
+an environment variable: --store by LEADERELECT_STORE, --term by
+LEADERELECT_TERM, and so on; a flag on the command line wins.
+
+Store URLs:
+`+storeURLHelp+exitCodeHelp)
+}
+
+const storeURLHelp = `  file:///PATH/TO/RECORD   a file on this host or a shared POSIX filesystem
+                           (a PATH.lock file is created next to it)
+  gs://BUCKET/OBJECT       Google Cloud Storage, Application Default Credentials
+  s3://BUCKET/KEY[?region=R&endpoint=URL&path_style=true]
+                           Amazon S3 or an S3-compatible store, with the AWS SDK's
+                           default credentials and configuration
+  mem://NAME               in-process memory: only for tests and demos
+`
+
+const exitCodeHelp = `
+Exit status:
+  0    success
+  1    demo: the safety check failed
+  2    usage error: bad flag, environment variable or store URL
+  125  leaderelect failed: store unreachable, permission denied, corrupt record
+  126  run: the command could not be started
+  127  run: the command was not found
+  N    run: the command's own exit status (128+S if signal S killed it)
+  run stopped by SIGINT or SIGTERM exits by that same signal once the command
+  has stopped and the term is released (a shell shows 130 or 143).
+`
+
+// flagSet is a subcommand's flags, with the environment variables that set
+// them.
+type flagSet struct {
+	*flag.FlagSet
+	name, synopsis, description string
+	stdout                      io.Writer
+}
+
+func newFlagSet(name, synopsis, description string, stdout, stderr io.Writer) *flagSet {
+	fs := &flagSet{
+		FlagSet:     flag.NewFlagSet("leaderelect "+name, flag.ContinueOnError),
+		name:        name,
+		synopsis:    synopsis,
+		description: description,
+		stdout:      stdout,
+	}
+	fs.SetOutput(stderr)
+	fs.Usage = func() {}
+	return fs
+}
+
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parse parses args, then sets each flag not given on the command line from
+// its environment variable. It prints the help on --help. It returns false
+// with the outcome when the caller should stop.
+func (fs *flagSet) parse(args []string) (outcome, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.printHelp(fs.stdout)
+			return outcome{}, false
+		}
+		// The flag package has printed the error.
+		fmt.Fprintf(fs.Output(), "Run 'leaderelect %s --help' for usage.\n", fs.name)
+		return outcome{code: exitUsage}, false
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []string
+	fs.VisitAll(func(f *flag.Flag) {
+		v, ok := os.LookupEnv(envName(f.Name))
+		if given[f.Name] || !ok {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			errs = append(errs, fmt.Sprintf("%s=%q: %v", envName(f.Name), v, err))
+		}
+	})
+	if len(errs) > 0 {
+		return fs.usageError("invalid environment variable %s", strings.Join(errs, "; ")), false
+	}
+	return outcome{}, true
+}
+
+func (fs *flagSet) usageError(format string, args ...any) outcome {
+	fmt.Fprintf(fs.Output(), "leaderelect %s: %s\nRun 'leaderelect %s --help' for usage.\n",
+		fs.name, fmt.Sprintf(format, args...), fs.name)
+	return outcome{code: exitUsage}
+}
+
+func (fs *flagSet) printHelp(w io.Writer) {
+	fmt.Fprintf(w, "Usage: leaderelect %s %s\n\n%s\n\nFlags (each also set by the environment variable shown):\n",
+		fs.name, fs.synopsis, strings.TrimSpace(fs.description))
+	var flags []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f) })
+	sort.Slice(flags, func(i, j int) bool { return flags[i].Name < flags[j].Name })
+	for _, f := range flags {
+		arg, usage := flag.UnquoteUsage(f)
+		head := "  --" + f.Name
+		if arg != "" {
+			head += " " + arg
+		}
+		fmt.Fprintf(w, "%s   [$%s]\n", head, envName(f.Name))
+		def := ""
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" {
+			def = fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, "      %s%s\n", usage, def)
+	}
+}
+
+// openStore opens the store at rawURL and reads the record once, so that a
+// bad URL, missing credentials or an unreachable store is reported at once
+// and clearly rather than retried forever.
+func openStore(fs *flagSet, rawURL string, timeout time.Duration) (leaderelection.RaceDecider, *entry.RaceEntry, outcome, bool) {
+	if rawURL == "" {
+		return nil, nil, fs.usageError("--store is required (or set %s); for example --store file:///var/lib/myjob/leader", envName("store")), false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	d, err := leaderelection.OpenDecider(ctx, rawURL)
+	if errors.Is(err, leaderelection.ErrBadURL) {
+		return nil, nil, fs.usageError("%v", err), false
+	}
+	if err != nil {
+		return nil, nil, fs.failed("%v", err), false
+	}
+	rec, err := d.ReadCurrent(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("no answer within %v: %w", timeout, err)
+		}
+		return nil, nil, fs.failed("cannot read the election record at %s: %v", rawURL, err), false
+	}
+	return d, rec, outcome{}, true
+}
+
+func (fs *flagSet) failed(format string, args ...any) outcome {
+	fmt.Fprintf(fs.Output(), "leaderelect %s: %s\n", fs.name, fmt.Sprintf(format, args...))
+	return outcome{code: exitFailed}
+}
+
+// durationText formats d for people: 1.5s, 250ms, 2m0s.
+func durationText(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + durationText(-d)
+	case d >= time.Minute:
+		return d.Round(time.Second).String()
+	case d >= time.Second:
+		return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
+	}
+	return d.Round(time.Millisecond).String()
+}

@@ -1,0 +1,532 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The test binary doubles as the COMMAND that leaderelect run starts, when
+// childEnv is set: it reports its start and stop on stdout.
+const (
+	childEnv       = "LETEST_CHILD"       // "wait" (until SIGTERM) or "exit:N"
+	ignoreTermEnv  = "LETEST_IGNORE_TERM" // set: ignore SIGTERM
+	patience       = 15 * time.Second     // the longest any single wait may take
+	testTerm       = time.Second
+	testSkew       = 100 * time.Millisecond
+	testTermFlag   = "--term=1s"
+	testSkewFlag   = "--skew=100ms"
+	testGraceFlag  = "--grace=500ms"
+	startLinePfx   = "START"
+	stopLinePrefix = "STOP"
+)
+
+// binary is the leaderelect binary TestMain builds.
+var binary string
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		childMain(mode)
+		return
+	}
+	dir, err := os.MkdirTemp("", "leaderelect-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "leaderelect")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building leaderelect:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func childMain(mode string) {
+	sigs := make(chan os.Signal, 1)
+	if os.Getenv(ignoreTermEnv) != "" {
+		signal.Ignore(syscall.SIGTERM)
+	} else {
+		signal.Notify(sigs, syscall.SIGTERM)
+	}
+	report := func(what string) {
+		fmt.Printf("%s %s %s %d %d\n", what, os.Getenv("LEADER_ID"), os.Getenv("LEADER_TERM"), os.Getpid(), time.Now().UnixNano())
+	}
+	report(startLinePfx)
+	if code, ok := strings.CutPrefix(mode, "exit:"); ok {
+		n, _ := strconv.Atoi(code)
+		os.Exit(n)
+	}
+	<-sigs
+	report(stopLinePrefix)
+	os.Exit(0)
+}
+
+// event is a line a process printed on stdout (its child's, for run), or
+// "EOF" once every writer of its stdout (the process and its child) is gone.
+type event struct {
+	proc *proc
+	line string
+	at   time.Time
+}
+
+// childLine is a parsed START or STOP line.
+type childLine struct {
+	what, id string
+	term     int64
+	pid      int
+	at       time.Time
+}
+
+func (e event) child(t *testing.T) childLine {
+	t.Helper()
+	var c childLine
+	var nanos int64
+	if _, err := fmt.Sscan(e.line, &c.what, &c.id, &c.term, &c.pid, &nanos); err != nil {
+		t.Fatalf("%s printed %q: %v", e.proc.name, e.line, err)
+	}
+	c.at = time.Unix(0, nanos)
+	return c
+}
+
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	exited chan struct{} // closed once Wait has returned
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs leaderelect with args, sending its stdout lines to events.
+func start(t *testing.T, events chan<- event, name string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(binary, args...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stderr = p.stderr
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			events <- event{p, sc.Text(), time.Now()}
+		}
+		events <- event{p, "EOF", time.Now()}
+		// Wait only once the pipe is drained; Wait closes it.
+		_ = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", p.name, p.stderr)
+		}
+	})
+	return p
+}
+
+func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signalling %s: %v", p.name, err)
+	}
+}
+
+// wait waits for p to exit and returns its state.
+func (p *proc) wait(t *testing.T) *os.ProcessState {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState
+	case <-time.After(patience):
+		t.Fatalf("%s did not exit within %v", p.name, patience)
+		return nil
+	}
+}
+
+// next returns the next event satisfying ok, failing after patience.
+func next(t *testing.T, events <-chan event, what string, ok func(event) bool) event {
+	t.Helper()
+	deadline := time.After(patience)
+	for {
+		select {
+		case e := <-events:
+			if ok(e) {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("no %s within %v", what, patience)
+		}
+	}
+}
+
+func isLine(prefix string, p *proc) func(event) bool {
+	return func(e event) bool {
+		return strings.HasPrefix(e.line, prefix) && (p == nil || e.proc == p)
+	}
+}
+
+// alive reports whether pid is a live process (not gone, not a zombie).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+}
+
+// awaitExit waits up to timeout for process pid (not a child of ours) to
+// exit, through a pidfd, which becomes readable when it does. It reports
+// whether it has.
+func awaitExit(t *testing.T, pid int, timeout time.Duration) bool {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err == unix.ESRCH {
+		return true
+	}
+	if err != nil {
+		t.Fatalf("pidfd_open(%d): %v", pid, err)
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(timeout)
+	for {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds()))
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			t.Fatalf("poll: %v", err)
+		}
+		return n > 0
+	}
+}
+
+func signalled(ps *os.ProcessState) syscall.Signal {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ws.Signal()
+	}
+	return 0
+}
+
+type statusJSON struct {
+	State      string    `json:"state"`
+	LeaderID   string    `json:"leaderID"`
+	Term       int64     `json:"term"`
+	TermExpiry time.Time `json:"termExpiry"`
+	Released   bool      `json:"released"`
+}
+
+func status(t *testing.T, store string) statusJSON {
+	t.Helper()
+	out, err := exec.Command(binary, "status", "--store", store, "--json").Output()
+	if err != nil {
+		t.Fatalf("leaderelect status: %v", err)
+	}
+	var s statusJSON
+	if err := json.Unmarshal(out, &s); err != nil {
+		t.Fatalf("status --json printed %q: %v", out, err)
+	}
+	return s
+}
+
+func storeURL(t *testing.T) string {
+	return "file://" + filepath.Join(t.TempDir(), "record")
+}
+
+// TestRunSingleton runs three leaderelect run processes on one file record:
+// their commands never overlap, a clean stop hands over at once, and a
+// leaderelect killed with SIGKILL takes its command with it and is replaced
+// once its term has ended.
+func TestRunSingleton(t *testing.T) {
+	store := storeURL(t)
+	events := make(chan event, 100)
+	procs := map[string]*proc{}
+	for _, id := range []string{"A", "B", "C"} {
+		procs[id] = start(t, events, id, []string{childEnv + "=wait"},
+			"run", "--store", store, "--id", id, testTermFlag, testSkewFlag, testGraceFlag, "--", os.Args[0])
+	}
+
+	// The first leader, stopped cleanly.
+	first := next(t, events, "first START", isLine(startLinePfx, nil))
+	c1 := first.child(t)
+	if s := status(t, store); s.State != "leading" || s.LeaderID != c1.id {
+		t.Fatalf("status: %+v, want %s leading", s, c1.id)
+	}
+	first.proc.signal(t, syscall.SIGTERM)
+	stop1 := next(t, events, "STOP of the first command", isLine(stopLinePrefix, first.proc)).child(t)
+	if stop1.pid != c1.pid {
+		t.Fatalf("STOP from pid %d, want %d", stop1.pid, c1.pid)
+	}
+	if sig := signalled(first.proc.wait(t)); sig != syscall.SIGTERM {
+		t.Errorf("%s exited with %v after SIGTERM, want to be ended by SIGTERM", first.proc.name, first.proc.cmd.ProcessState)
+	}
+	// It released before exiting: its term is no longer held.
+	if s := status(t, store); s.State == "leading" && s.LeaderID == c1.id {
+		t.Errorf("after %s exited, status still shows it leading: %+v", c1.id, s)
+	}
+
+	second := next(t, events, "second START", isLine(startLinePfx, nil))
+	c2 := second.child(t)
+	if !c2.at.After(stop1.at) {
+		t.Errorf("second command started at %v, before the first stopped at %v", c2.at, stop1.at)
+	}
+	// A release is noticed within a poll interval (a quarter term) plus
+	// jitter; the bound leaves room for a loaded machine.
+	if gap := c2.at.Sub(stop1.at); gap > testTerm+testSkew {
+		t.Errorf("handover after a release took %v", gap)
+	}
+	if c2.term <= c1.term {
+		t.Errorf("fencing token went from %d to %d", c1.term, c2.term)
+	}
+
+	// The second leader's leaderelect is killed: its command dies with it,
+	// and the third takes over only after the term has ended.
+	held := status(t, store)
+	if held.LeaderID != c2.id || held.State != "leading" {
+		t.Fatalf("status: %+v, want %s leading", held, c2.id)
+	}
+	killed := time.Now()
+	second.proc.signal(t, syscall.SIGKILL)
+	next(t, events, "EOF of the killed leaderelect", isLine("EOF", second.proc))
+	if !awaitExit(t, c2.pid, testTerm/2) {
+		t.Fatalf("command pid %d outlived its SIGKILLed leaderelect by %v", c2.pid, testTerm/2)
+	}
+	died := time.Now()
+
+	third := next(t, events, "third START", isLine(startLinePfx, nil))
+	c3 := third.child(t)
+	if !c3.at.After(died) {
+		t.Errorf("takeover at %v, before the killed leader's command was seen gone at %v", c3.at, died)
+	}
+	if !c3.at.After(held.TermExpiry.Add(testSkew)) {
+		t.Errorf("takeover at %v, before the killed leader's term ended (%v) plus skew", c3.at, held.TermExpiry)
+	}
+	if d := c3.at.Sub(killed); d > testTerm+testSkew+time.Second {
+		t.Errorf("takeover took %v after the kill", d)
+	}
+	if c3.term <= c2.term {
+		t.Errorf("fencing token went from %d to %d", c2.term, c3.term)
+	}
+	t.Logf("clean handover in %v; takeover %v after SIGKILL (%v after the term's end)",
+		c2.at.Sub(stop1.at), c3.at.Sub(killed), c3.at.Sub(held.TermExpiry))
+
+	third.proc.signal(t, syscall.SIGINT)
+	next(t, events, "STOP of the third command", isLine(stopLinePrefix, third.proc))
+	if sig := signalled(third.proc.wait(t)); sig != syscall.SIGINT {
+		t.Errorf("%s exited with %v after SIGINT", third.proc.name, third.proc.cmd.ProcessState)
+	}
+	if s := status(t, store); !s.Released {
+		t.Errorf("record after the last leader stopped: %+v, want released", s)
+	}
+}
+
+// TestRunGraceThenKill: a command that ignores SIGTERM is killed after the
+// grace period, and the waiting candidate starts its command only then.
+func TestRunGraceThenKill(t *testing.T) {
+	store := storeURL(t)
+	events := make(chan event, 100)
+	a := start(t, events, "A", []string{childEnv + "=wait", ignoreTermEnv + "=1"},
+		"run", "--store", store, "--id", "A", testTermFlag, testSkewFlag, "--grace=300ms", "--", os.Args[0])
+	first := next(t, events, "A's START", isLine(startLinePfx, a))
+	b := start(t, events, "B", []string{childEnv + "=wait"},
+		"run", "--store", store, "--id", "B", testTermFlag, testSkewFlag, testGraceFlag, "--", os.Args[0])
+	signalled := time.Now()
+	a.signal(t, syscall.SIGTERM)
+	a.wait(t)
+	if d := time.Since(signalled); d < 300*time.Millisecond {
+		t.Errorf("A exited %v after SIGTERM, before its command's grace period ended", d)
+	}
+	if !strings.Contains(a.stderr.String(), "killing it") {
+		t.Errorf("A's log does not mention killing the command:\n%s", a.stderr)
+	}
+	second := next(t, events, "B's START", isLine(startLinePfx, b)).child(t)
+	if alive(first.child(t).pid) {
+		t.Errorf("B started while A's command (pid %d) still ran", first.child(t).pid)
+	}
+	if second.at.Before(signalled.Add(300 * time.Millisecond)) {
+		t.Errorf("B started %v after A was signalled, within A's command's grace period", second.at.Sub(signalled))
+	}
+}
+
+// TestRunExitStatus: when the command exits, leaderelect releases and exits
+// with its status.
+func TestRunExitStatus(t *testing.T) {
+	store := storeURL(t)
+	cmd := exec.Command(binary, "run", "--store", store, testTermFlag, testSkewFlag, testGraceFlag, "--", os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"=exit:7")
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 7 {
+		t.Fatalf("leaderelect run exited with %v, want status 7; output:\n%s", err, out)
+	}
+	if s := status(t, store); !s.Released {
+		t.Errorf("record after the command exited: %+v, want released", s)
+	}
+}
+
+// TestRunRestart: with --restart a command that exits is run again.
+func TestRunRestart(t *testing.T) {
+	store := storeURL(t)
+	events := make(chan event, 100)
+	p := start(t, events, "A", []string{childEnv + "=exit:0"},
+		"run", "--store", store, testTermFlag, testSkewFlag, testGraceFlag, "--restart", "--", os.Args[0])
+	c1 := next(t, events, "first START", isLine(startLinePfx, p)).child(t)
+	c2 := next(t, events, "second START", isLine(startLinePfx, p)).child(t)
+	if c2.term <= c1.term {
+		t.Errorf("the restarted command has fencing token %d, after %d", c2.term, c1.term)
+	}
+	p.signal(t, syscall.SIGTERM)
+	if sig := signalled(p.wait(t)); sig != syscall.SIGTERM {
+		t.Errorf("exited with %v after SIGTERM", p.cmd.ProcessState)
+	}
+}
+
+func TestStatusAndWatch(t *testing.T) {
+	store := storeURL(t)
+	events := make(chan event, 100)
+	w := start(t, events, "watch", nil, "watch", "--store", store, "--json", testSkewFlag, "--poll=100ms")
+	if out, _ := exec.Command(binary, "status", "--store", store).Output(); !strings.Contains(string(out), "no election has happened") {
+		t.Errorf("status before any election:\n%s", out)
+	}
+	leader := start(t, events, "A", []string{childEnv + "=wait"},
+		"run", "--store", store, "--id", "A", testTermFlag, testSkewFlag, testGraceFlag, "--", os.Args[0])
+
+	type change struct {
+		Change   string `json:"change"`
+		LeaderID string `json:"leaderID"`
+		Term     int64  `json:"term"`
+	}
+	watched := func(kind string) change {
+		t.Helper()
+		e := next(t, events, "watch line "+kind, func(e event) bool { return e.proc == w && strings.Contains(e.line, `"change":"`+kind+`"`) })
+		var c change
+		if err := json.Unmarshal([]byte(e.line), &c); err != nil {
+			t.Fatalf("watch printed %q: %v", e.line, err)
+		}
+		return c
+	}
+	elected := watched("elected")
+	if elected.LeaderID != "A" {
+		t.Errorf("watch: elected %+v, want A", elected)
+	}
+	if ext := watched("extended"); ext.Term != elected.Term {
+		t.Errorf("watch: extended %+v, want term %d", ext, elected.Term)
+	}
+	s := status(t, store)
+	if s.State != "leading" || s.LeaderID != "A" || s.Term != elected.Term {
+		t.Errorf("status --json: %+v, want A leading term %d", s, elected.Term)
+	}
+	out, err := exec.Command(binary, "status", "--store", store).Output()
+	if err != nil || !strings.Contains(string(out), "leading") || !strings.Contains(string(out), "fencing token") {
+		t.Errorf("status: %v\n%s", err, out)
+	}
+
+	leader.signal(t, syscall.SIGTERM)
+	if rel := watched("released"); rel.Term != elected.Term {
+		t.Errorf("watch: released %+v", rel)
+	}
+	w.signal(t, syscall.SIGINT)
+	if ps := w.wait(t); ps.ExitCode() != 0 {
+		t.Errorf("watch exited with %v after SIGINT, want 0", ps)
+	}
+}
+
+func TestDemoBinary(t *testing.T) {
+	out, err := exec.Command(binary, "demo", "--term=300ms").CombinedOutput()
+	if err != nil {
+		t.Fatalf("leaderelect demo: %v\n%s", err, out)
+	}
+	for _, want := range []string{"ELECTED", "PAUSES", "REJECTS", "CRASHES", "SHUTS DOWN", "took over", "at most one leader at a time:    yes"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestRunStopsCommandBeforeTermEnds: when the leader cannot extend its term
+// (here the test holds the record's lock), COMMAND gets SIGTERM and stops
+// before the term ends.
+func TestRunStopsCommandBeforeTermEnds(t *testing.T) {
+	store := storeURL(t)
+	events := make(chan event, 100)
+	p := start(t, events, "A", []string{childEnv + "=wait"},
+		"run", "--store", store, "--id", "A", testTermFlag, testSkewFlag, testGraceFlag, "--", os.Args[0])
+	c := next(t, events, "START", isLine(startLinePfx, p)).child(t)
+
+	lock, err := os.OpenFile(strings.TrimPrefix(store, "file://")+".lock", os.O_RDONLY|os.O_CREATE, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	// With the lock held no write can succeed: this expiry is final.
+	held := status(t, store)
+	stop := next(t, events, "STOP", isLine(stopLinePrefix, p)).child(t)
+	if !awaitExit(t, c.pid, testTerm) {
+		t.Fatalf("command pid %d still runs", c.pid)
+	}
+	exited := time.Now()
+	if !stop.at.Before(held.TermExpiry) || !exited.Before(held.TermExpiry.Add(testSkew)) {
+		t.Errorf("command got SIGTERM at %v and was gone at %v; the term ended at %v", stop.at, exited, held.TermExpiry)
+	}
+	t.Logf("SIGTERM %v before the term's end", held.TermExpiry.Sub(stop.at))
+	if !strings.Contains(p.stderr.String(), "could not be extended") {
+		t.Errorf("log does not say why the command was stopped:\n%s", p.stderr)
+	}
+
+	// Once the store is back, it campaigns and runs COMMAND again.
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	again := next(t, events, "START after the store came back", isLine(startLinePfx, p)).child(t)
+	if again.term <= c.term {
+		t.Errorf("fencing token %d after %d", again.term, c.term)
+	}
+	p.signal(t, syscall.SIGTERM)
+	p.wait(t)
+}

@@ -1,0 +1,429 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+)
+
+const runDescription = `
+Campaigns for leadership of the election kept at the store URL and, while
+this process leads, runs COMMAND. Run the same line on several machines (or
+several times on one): at most one of them runs COMMAND at any moment.
+
+COMMAND gets these environment variables:
+  LEADER_ID      this candidate's id (--id)
+  LEADER_TERM    the fencing token: a number that grows with every new leader.
+                 Pass it to any system COMMAND writes to, and have that system
+                 refuse writes carrying a smaller token than it has seen.
+  LEADER_EXPIRY  when the term ends unless extended (RFC 3339), as of the start;
+                 leaderelect extends it twice per term while COMMAND runs.
+
+When leadership is lost (the store could not be reached to extend the term,
+or another candidate took over), COMMAND gets SIGTERM, then SIGKILL after
+--grace, and is always killed before the term ends: no other candidate can
+be elected while it still runs. leaderelect then campaigns again.
+
+If the term cannot be extended, COMMAND gets SIGTERM a quarter of a term
+(or --grace, if shorter) before the term ends, and SIGKILL just before.
+
+When COMMAND exits, leaderelect releases the term, so that another candidate
+takes over at once, and exits with COMMAND's status; with --restart it
+campaigns again instead and runs COMMAND again when elected (waiting 1s,
+doubling up to 1m, after a COMMAND that ran for less than a term).
+
+SIGINT or SIGTERM to leaderelect sends SIGTERM to COMMAND (a second signal
+sends SIGKILL), keeps the term extended while COMMAND stops, then releases
+the term and exits by the same signal.
+
+COMMAND runs in its own process group, with stdin from /dev/null; signals go
+to the whole group, and any process left in the group when COMMAND exits is
+killed. On Linux, COMMAND gets SIGKILL if leaderelect itself is killed, so it
+cannot outlive its term; that covers COMMAND only, not processes it started
+(use exec in wrapper scripts).
+
+Examples:
+  leaderelect run --store file:///var/lib/reports/leader -- ./send-reports
+  leaderelect run --store gs://my-bucket/leaders/reports --restart -- ./worker --queue q
+  LEADERELECT_STORE=s3://my-bucket/leaders/job?region=eu-west-1 leaderelect run -- ./job
+`
+
+func runMain(args []string, stdout, stderr io.Writer) outcome {
+	fs := newFlagSet("run", "--store URL [FLAGS] -- COMMAND [ARGS...]", runDescription+"\nStore URLs:\n"+storeURLHelp, stdout, stderr)
+	store := fs.String("store", "", "the election's store `URL`")
+	id := fs.String("id", "", "this candidate's `ID`, unique per process (default HOST-PID-RANDOM)")
+	term := fs.Duration("term", leaderelection.DefaultTermLength, "how long a term lasts unless extended; a crashed leader is replaced after at most term + skew")
+	skew := fs.Duration("skew", leaderelection.DefaultMaxClockSkew, "the most any two candidates' clocks may differ")
+	grace := fs.Duration("grace", 10*time.Second, "how long COMMAND has to exit after SIGTERM before SIGKILL; must be less than term - skew")
+	restart := fs.Bool("restart", false, "when COMMAND exits, campaign again and rerun it instead of exiting")
+	quiet := fs.Bool("quiet", false, "log only warnings and errors")
+	if o, ok := fs.parse(args); !ok {
+		return o
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		return fs.usageError("no COMMAND given: leaderelect run --store URL [FLAGS] -- COMMAND [ARGS...]")
+	}
+	if *id == "" {
+		*id = defaultID()
+	}
+	problems := timingProblems(*term, *skew)
+	if *grace < 0 {
+		problems = append(problems, fmt.Sprintf("--grace (%s) must not be negative", *grace))
+	} else if len(problems) == 0 && *grace >= *term-*skew {
+		problems = append(problems, fmt.Sprintf("--grace (%s) must be less than --term (%s) minus --skew (%s), so that COMMAND can stop within a term", *grace, *term, *skew))
+	}
+	if len(problems) > 0 {
+		return fs.usageError("%s", joinLines(problems))
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		fmt.Fprintf(stderr, "leaderelect run: %v\n", err)
+		return outcome{code: execFailureCode(err)}
+	}
+	d, _, o, ok := openStore(fs, *store, 30*time.Second)
+	if !ok {
+		return o
+	}
+	level := slog.LevelInfo
+	if *quiet {
+		level = slog.LevelWarn
+	}
+	r := &runner{
+		decider:   d,
+		argv:      argv,
+		id:        *id,
+		term:      *term,
+		skew:      *skew,
+		grace:     *grace,
+		restart:   *restart,
+		engineLog: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+		stop:      make(chan struct{}),
+		kill:      make(chan struct{}),
+	}
+	r.log = r.engineLog.With("leader_id", *id)
+	return r.run()
+}
+
+func defaultID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), rand.Text()[:6])
+}
+
+// runner is one leaderelect run.
+type runner struct {
+	decider           leaderelection.RaceDecider
+	argv              []string
+	id                string
+	term, skew, grace time.Duration
+	restart           bool
+	// log is for the runner's messages; engineLog, for the engine's, which
+	// adds the leader id itself.
+	log, engineLog *slog.Logger
+
+	mu sync.Mutex
+	// cancelAcquire ends the current Acquire call, which releases the term
+	// once OnElected has returned.
+	cancelAcquire context.CancelFunc
+	// inElected is true while onElected runs; it then owns the shutdown.
+	inElected bool
+	// signal is the first SIGINT or SIGTERM received; stop is closed then,
+	// and kill at the second.
+	signal     syscall.Signal
+	stop, kill chan struct{}
+	// exited is set when COMMAND exited by itself (or could not start).
+	exited *exitResult
+}
+
+type exitResult struct {
+	code int
+	ran  time.Duration
+}
+
+func (r *runner) run() outcome {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go r.handleSignals(sigs, done)
+
+	backoff := time.Second
+	for {
+		ctx, cancel := context.WithCancel(context.Background())
+		r.mu.Lock()
+		r.cancelAcquire = cancel
+		r.exited = nil
+		stopping := r.signal != 0
+		r.mu.Unlock()
+		if stopping {
+			cancel()
+			break
+		}
+		r.log.Info("campaigning", "store", fmt.Sprint(r.decider), "term", r.term, "skew", r.skew)
+		cfg := leaderelection.Config{
+			Decider:      r.decider,
+			LeaderID:     r.id,
+			TermLength:   r.term,
+			MaxClockSkew: r.skew,
+			OnElected:    r.onElected,
+			LeaderChanged: func(_ context.Context, e entry.RaceEntry) {
+				if e.LeaderID != r.id {
+					r.log.Info("another candidate leads", "leader", e.LeaderID, "term", e.Term, "expiry", e.TermExpiry)
+				}
+			},
+			Logger: r.engineLog,
+		}
+		err := cfg.Acquire(ctx)
+		cancel()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			r.log.Error("giving up", "err", err)
+			return outcome{code: exitFailed}
+		}
+		r.mu.Lock()
+		stopping, exited := r.signal != 0, r.exited
+		r.mu.Unlock()
+		if stopping {
+			break
+		}
+		if exited == nil {
+			// Only a signal or COMMAND's exit cancels Acquire.
+			r.log.Error("campaign ended unexpectedly")
+			return outcome{code: exitFailed}
+		}
+		if exited.code == exitCannotExec || exited.code == exitNotFound || !r.restart {
+			return outcome{code: exited.code}
+		}
+		if exited.ran >= r.term {
+			backoff = time.Second
+		}
+		r.log.Info("campaigning again to restart the command", "after", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-r.stop:
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
+	r.log.Info("stopped", "signal", r.signal.String())
+	return outcome{signal: r.signal}
+}
+
+func (r *runner) handleSignals(sigs <-chan os.Signal, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case s := <-sigs:
+			sig, _ := s.(syscall.Signal)
+			r.mu.Lock()
+			switch {
+			case r.signal == 0:
+				r.signal = sig
+				close(r.stop)
+				r.log.Info("received a signal: stopping", "signal", sig.String())
+				if !r.inElected {
+					r.cancelAcquire()
+				}
+			case r.kill != nil:
+				close(r.kill)
+				r.kill = nil
+				r.log.Warn("received a second signal: killing the command now", "signal", sig.String())
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+func (r *runner) onElected(ctx context.Context, tv *leaderelection.TimeView) {
+	r.mu.Lock()
+	if r.signal != 0 {
+		// Stopping: Acquire's context is already cancelled.
+		r.mu.Unlock()
+		return
+	}
+	r.inElected = true
+	kill := r.kill
+	r.mu.Unlock()
+
+	exited := r.supervise(ctx, tv, kill)
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inElected = false
+	if exited != nil {
+		r.exited = exited
+	}
+	if exited != nil || r.signal != 0 {
+		// Step down: Acquire releases the term once we return.
+		r.cancelAcquire()
+	}
+}
+
+// killLead is how long before the term ends a COMMAND that is still running
+// gets SIGKILL, so that it is gone by then.
+func (r *runner) killLead() time.Duration { return min(r.term/20, 250*time.Millisecond) }
+
+// supervise runs COMMAND while this candidate leads. It returns how COMMAND
+// exited when it exited by itself (or could not be started), and nil when it
+// was stopped.
+func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kill <-chan struct{}) *exitResult {
+	if !tv.ValueInFuture() {
+		return nil
+	}
+	env := append(os.Environ(),
+		"LEADER_ID="+r.id,
+		"LEADER_TERM="+strconv.FormatInt(tv.Term(), 10),
+		"LEADER_EXPIRY="+tv.Get().UTC().Format(time.RFC3339Nano),
+	)
+	c, err := startChild(r.argv, env)
+	if err != nil {
+		r.log.Error("could not start the command", "err", err)
+		return &exitResult{code: execFailureCode(err)}
+	}
+	started := time.Now()
+	r.log.Info("elected: started the command", "term", tv.Term(), "pid", c.pid)
+
+	var (
+		termSent, killSent, killNow bool
+		stopBegan                   time.Time
+		ctxDone                     = ctx.Done()
+		stop                        = r.stop
+	)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		killBy := tv.Get().Add(-r.killLead())
+		var next time.Time
+		switch {
+		case !termSent:
+			stopAt := killBy.Add(-min(r.grace, r.term/4))
+			reason := ""
+			switch {
+			case ctx.Err() != nil:
+				reason = "leadership ended"
+			case isClosed(r.stop):
+				reason = "leaderelect is stopping"
+			case !now.Before(stopAt):
+				reason = "the term is about to end and could not be extended"
+			}
+			if reason != "" {
+				r.log.Warn("stopping the command: "+reason, "pid", c.pid, "signal", "SIGTERM")
+				signalGroup(c.pid, syscall.SIGTERM)
+				termSent, stopBegan, stop = true, now, nil
+				continue
+			}
+			next = stopAt
+		case !killSent:
+			deadline := stopBegan.Add(r.grace)
+			if killBy.Before(deadline) {
+				deadline = killBy
+			}
+			if killNow || !now.Before(deadline) {
+				r.log.Warn("the command is still running: killing it", "pid", c.pid, "signal", "SIGKILL")
+				signalGroup(c.pid, syscall.SIGKILL)
+				killSent = true
+				continue
+			}
+			next = deadline
+		default:
+			next = now.Add(time.Hour)
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case code := <-c.done:
+			// Leave nothing of COMMAND's behind to outlive the term.
+			signalGroup(c.pid, syscall.SIGKILL)
+			if termSent {
+				r.log.Info("the command stopped", "pid", c.pid, "status", code)
+				return nil
+			}
+			r.log.Info("the command exited", "pid", c.pid, "status", code)
+			return &exitResult{code: code, ran: time.Since(started)}
+		case <-ctxDone:
+			ctxDone = nil
+		case <-stop:
+			stop = nil
+		case <-kill:
+			kill, killNow = nil, true
+		case <-timer.C:
+		}
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// child is a running COMMAND.
+type child struct {
+	pid  int
+	done chan int // its exit status, once reaped
+}
+
+// startChild starts argv with env. The goroutine that starts it keeps its OS
+// thread locked until the child is reaped: Linux delivers the parent-death
+// signal when the creating thread exits, not the process, and the Go
+// runtime may otherwise end that thread while the child runs.
+func startChild(argv, env []string) (*child, error) {
+	c := &child{done: make(chan int, 1)}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = env
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		cmd.SysProcAttr = childProcAttr()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		c.pid = cmd.Process.Pid
+		started <- nil
+		_ = cmd.Wait()
+		c.done <- exitCode(cmd.ProcessState)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// exitCode is the status a shell would report for ps: the exit code, or 128
+// plus the number of the signal that killed it.
+func exitCode(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+func execFailureCode(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return exitNotFound
+	}
+	return exitCannotExec
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+)
+
+const statusDescription = `
+Reads the election record once and shows it: who leads, the fencing token,
+when the term ends. The state is judged on this machine's clock:
+
+  leading   a leader holds a term that has not ended
+  expired   the term ended without an extension; another candidate may take
+            over once --skew more has passed
+  released  the last leader stepped down; anyone may take over at once
+  none      no election has happened at this store yet
+`
+
+const watchDescription = `
+Prints one line per change of the election record, until interrupted:
+
+  elected   a new leader began a term (with a new, larger fencing token)
+  extended  the leader extended its term
+  released  the leader stepped down
+  expired   the term ended without an extension (on this machine's clock)
+
+The first line describes the record found at start. Stores that cannot push
+changes (all but mem://) are read every --poll, and also when a term ends.
+`
+
+// recordJSON is the --json form of a record, in status and watch.
+type recordJSON struct {
+	Time           *time.Time `json:"time,omitempty"`   // watch: when the change was seen
+	Change         string     `json:"change,omitempty"` // watch: elected, extended, released, expired
+	Store          string     `json:"store,omitempty"`  // status
+	State          string     `json:"state,omitempty"`  // status: leading, expired, released, none
+	LeaderID       string     `json:"leaderID,omitempty"`
+	Term           *int64     `json:"term,omitempty"`
+	ElectionNumber *int64     `json:"electionNumber,omitempty"`
+	TermExpiry     *time.Time `json:"termExpiry,omitempty"`
+	// ExpiresInSeconds is TermExpiry less this machine's clock; negative
+	// once it has passed.
+	ExpiresInSeconds *float64 `json:"expiresInSeconds,omitempty"`
+	Released         bool     `json:"released"`
+	HostPort         []string `json:"hostPort,omitempty"`
+	WriteID          string   `json:"writeID,omitempty"`
+	// Version is the store's version of the record (its token).
+	Version string `json:"version,omitempty"`
+}
+
+func toJSON(rec *entry.RaceEntry, now time.Time) recordJSON {
+	if rec.ElectionNumber == entry.NoElections {
+		return recordJSON{}
+	}
+	expiry := rec.TermExpiry
+	in := expiry.Sub(now).Seconds()
+	return recordJSON{
+		LeaderID:         rec.LeaderID,
+		Term:             &rec.Term,
+		ElectionNumber:   &rec.ElectionNumber,
+		TermExpiry:       &expiry,
+		ExpiresInSeconds: &in,
+		Released:         rec.Released,
+		HostPort:         rec.HostPort,
+		WriteID:          rec.WriteID,
+		Version:          rec.Token.Version,
+	}
+}
+
+func state(rec *entry.RaceEntry, now time.Time) string {
+	switch {
+	case rec.ElectionNumber == entry.NoElections:
+		return "none"
+	case rec.Released:
+		return "released"
+	case now.Before(rec.TermExpiry):
+		return "leading"
+	}
+	return "expired"
+}
+
+func statusMain(args []string, stdout, stderr io.Writer) outcome {
+	fs := newFlagSet("status", "--store URL [--json]", statusDescription+"\nStore URLs:\n"+storeURLHelp, stdout, stderr)
+	store := fs.String("store", "", "the election's store `URL`")
+	asJSON := fs.Bool("json", false, "print the record as a JSON object")
+	skew := fs.Duration("skew", leaderelection.DefaultMaxClockSkew, "the candidates' --skew, to say when a takeover becomes possible")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the store")
+	if o, ok := fs.parse(args); !ok {
+		return o
+	}
+	if fs.NArg() > 0 {
+		return fs.usageError("unexpected arguments %q", fs.Args())
+	}
+	_, rec, o, ok := openStore(fs, *store, *timeout)
+	if !ok {
+		return o
+	}
+	now := time.Now()
+	if *asJSON {
+		j := toJSON(rec, now)
+		j.Store, j.State = *store, state(rec, now)
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(j); err != nil {
+			return fs.failed("%v", err)
+		}
+		return outcome{}
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }
+	row("store", "%s", *store)
+	st := state(rec, now)
+	switch st {
+	case "none":
+		row("state", "none: no election has happened at this store yet")
+		tw.Flush()
+		return outcome{}
+	case "leading":
+		row("state", "leading")
+	case "released":
+		row("state", "released: no leader; anyone may take over at once")
+	case "expired":
+		if takeover := rec.TermExpiry.Add(*skew); now.Before(takeover) {
+			row("state", "expired: no leader; a takeover is possible in %s", durationText(takeover.Sub(now)))
+		} else {
+			row("state", "expired: no leader; anyone may take over")
+		}
+	}
+	label := "leader"
+	if st != "leading" {
+		label = "last leader"
+	}
+	row(label, "%s", rec.LeaderID)
+	row("fencing token", "%d (term)", rec.Term)
+	row("election", "%d (writes so far: %d)", rec.ElectionNumber, rec.ElectionNumber+1)
+	if !rec.Released {
+		row("term expiry", "%s (%s)", rec.TermExpiry.Local().Format(time.RFC3339Nano), relative(rec.TermExpiry.Sub(now)))
+	}
+	if len(rec.HostPort) > 0 {
+		row("host:port", "%s", strings.Join(rec.HostPort, ", "))
+	}
+	if !rec.Token.CommitTime.IsZero() {
+		row("written", "%s (store's clock)", rec.Token.CommitTime.Local().Format(time.RFC3339Nano))
+	}
+	tw.Flush()
+	return outcome{}
+}
+
+func relative(d time.Duration) string {
+	if d >= 0 {
+		return "in " + durationText(d)
+	}
+	return durationText(-d) + " ago"
+}
+
+func watchMain(args []string, stdout, stderr io.Writer) outcome {
+	fs := newFlagSet("watch", "--store URL [--json]", watchDescription+"\nStore URLs:\n"+storeURLHelp, stdout, stderr)
+	store := fs.String("store", "", "the election's store `URL`")
+	asJSON := fs.Bool("json", false, "print each change as a JSON object on one line")
+	skew := fs.Duration("skew", leaderelection.DefaultMaxClockSkew, "the candidates' --skew")
+	poll := fs.Duration("poll", leaderelection.DefaultWatchPollInterval, "the longest a change may go unseen, for stores that cannot push changes")
+	if o, ok := fs.parse(args); !ok {
+		return o
+	}
+	if fs.NArg() > 0 {
+		return fs.usageError("unexpected arguments %q", fs.Args())
+	}
+	if *skew < 0 || *poll <= 0 {
+		return fs.usageError("--skew (%s) must not be negative and --poll (%s) must be positive", *skew, *poll)
+	}
+	d, _, o, ok := openStore(fs, *store, 30*time.Second)
+	if !ok {
+		return o
+	}
+	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(sigCtx)
+	defer cancel()
+	w := leaderelection.WatchConfig{
+		Decider:      d,
+		MaxClockSkew: *skew,
+		PollInterval: *poll,
+		OnError: func(_ context.Context, err error) {
+			fmt.Fprintf(stderr, "leaderelect watch: reading the record failed (retrying): %v\n", err)
+		},
+	}
+	var werr error
+	err := w.Watch(ctx, func(_ context.Context, c leaderelection.Change) {
+		if werr != nil {
+			return
+		}
+		now := time.Now()
+		if *asJSON {
+			j := toJSON(&c.Entry, now)
+			j.Time, j.Change = &now, c.Kind.String()
+			b, err := json.Marshal(j)
+			if err == nil {
+				_, err = fmt.Fprintf(stdout, "%s\n", b)
+			}
+			werr = err
+		} else {
+			_, werr = fmt.Fprintln(stdout, changeLine(now, c))
+		}
+		if werr != nil {
+			cancel()
+		}
+	})
+	if werr != nil {
+		return fs.failed("writing output: %v", werr)
+	}
+	if sigCtx.Err() == nil {
+		return fs.failed("%v", err)
+	}
+	return outcome{}
+}
+
+func changeLine(now time.Time, c leaderelection.Change) string {
+	e := c.Entry
+	line := fmt.Sprintf("%s  %-8s  term %-4d leader %s", now.Local().Format("2006-01-02T15:04:05.000Z07:00"), c.Kind, e.Term, e.LeaderID)
+	switch c.Kind {
+	case leaderelection.LeaderElected, leaderelection.TermExtended:
+		line += fmt.Sprintf("  until %s (%s)", e.TermExpiry.Local().Format("15:04:05.000"), relative(e.TermExpiry.Sub(now)))
+	}
+	return line
+}

@@ -1,0 +1,25 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// timingProblems checks --term and --skew as leaderelection.Config.Validate
+// would, in terms of the flags.
+func timingProblems(term, skew time.Duration) []string {
+	var p []string
+	if term <= 0 {
+		p = append(p, fmt.Sprintf("--term (%s) must be positive", term))
+	}
+	if skew < 0 {
+		p = append(p, fmt.Sprintf("--skew (%s) must not be negative", skew))
+	}
+	if len(p) == 0 && term <= 2*skew {
+		p = append(p, fmt.Sprintf("--term (%s) must be greater than 2 x --skew (%s); 4 x or more is recommended", term, skew))
+	}
+	return p
+}
+
+func joinLines(lines []string) string { return strings.Join(lines, "\n  ") }

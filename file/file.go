@@ -1,0 +1,287 @@
+// Package file is a leaderelection.RaceDecider that keeps the election record
+// in one file, for candidates on one host or on hosts sharing a POSIX
+// filesystem that supports file locks (a local disk, NFSv4, NFSv3 with lockd).
+//
+// Import it, if only with a blank import, for leaderelection.OpenDecider to
+// open "file:///path/to/record" URLs.
+//
+// # How a write is made atomic
+//
+// WriteEntry holds an exclusive lock on a sidecar file, the record's path
+// with ".lock" appended, while it reads the current record, compares it with
+// the token the write is conditioned on and, if they match, replaces the
+// record. Locks are taken with flock(2) without blocking, retried with a
+// short backoff until the context ends, so a cancelled candidate never waits
+// on a lock. The kernel drops a lock when its holder dies, so a candidate
+// killed while holding one blocks nobody. Within one process, Deciders on the
+// same path also exclude each other without relying on the kernel (on NFS,
+// Linux emulates flock with POSIX locks, which do not exclude two descriptors
+// of the same process).
+//
+// The new record is written to a temporary file next to the record (the
+// record's path with ".tmp" appended), flushed to disk with fsync, and
+// renamed over the record, after which the directory is flushed too. A
+// rename is atomic: a reader, or a candidate killed at any instant, sees the
+// old record whole or the new one whole, never a torn one. A killed writer
+// may leave the temporary file behind; the next writer replaces it.
+//
+// Reads take no lock: they open the file and read it whole, which the
+// rename makes safe.
+//
+// # Tokens
+//
+// A record's token is a SHA-256 digest (128 bits of it) of the file's
+// content. Metadata would not do: the inode number of a replaced file is
+// reused as soon as it is freed, and many filesystems keep modification
+// times at a coarse granularity (or an NFS client caches them), so two
+// successive records can share inode, size and modification time. Content
+// always differs, because every record carries a random write id, and
+// WriteEntry refuses a record without one. The token's CommitTime is the
+// file's modification time: the clock of the host, or of the NFS server,
+// that stored it.
+//
+// # Permissions
+//
+// Every candidate needs read and write access to the directory (to create
+// the lock and temporary files and to rename), and to the lock file once it
+// exists. Observers that only read (status, watch) need read access to the
+// record alone. Files are created with mode 0666 less the umask.
+//
+// There is no push notification: this Decider does not implement
+// leaderelection.ChangeNotifier, so waiting candidates and watchers poll.
+package file
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// maxRecordSize bounds the file ReadCurrent will read. A record is well under
+// a kilobyte; a larger file is not one.
+const maxRecordSize = 1 << 20
+
+// Decider is a leaderelection.RaceDecider on one file. It is safe for
+// concurrent use. Create it with NewDecider.
+type Decider struct {
+	path     string // absolute, directory symlinks resolved
+	lockPath string
+	tmpPath  string
+	dir      string
+}
+
+// NewDecider returns a Decider keeping the election record in the file at
+// path, which need not exist yet: the first write creates it. Its directory
+// must exist. A relative path is taken relative to the working directory at
+// the time of the call.
+func NewDecider(path string) (*Decider, error) {
+	if err := lockingSupported(); err != nil {
+		return nil, fmt.Errorf("file: NewDecider: %w", err)
+	}
+	if path == "" {
+		return nil, errors.New("file: NewDecider: empty path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("file: NewDecider(%q): %w", path, err)
+	}
+	dir, base := filepath.Split(abs)
+	if base == "" {
+		return nil, fmt.Errorf("file: NewDecider(%q): the path names a directory, not a file", path)
+	}
+	// Resolving the directory once means every Decider on the same file
+	// shares one in-process lock, however the path was spelt.
+	dir, err = filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("file: NewDecider: the record's directory: %w", err)
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("file: NewDecider: the record's directory: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("file: NewDecider: %s is not a directory", dir)
+	}
+	abs = filepath.Join(dir, base)
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("file: NewDecider: %s is a directory, not a record file", abs)
+	}
+	return &Decider{
+		path:     abs,
+		lockPath: abs + ".lock",
+		tmpPath:  abs + ".tmp",
+		dir:      dir,
+	}, nil
+}
+
+// Path returns the absolute path of the record file.
+func (d *Decider) Path() string { return d.path }
+
+// String returns the Decider's URL, file:///path/to/record.
+func (d *Decider) String() string { return "file://" + filepath.ToSlash(d.path) }
+
+// ReadCurrent implements leaderelection.RaceDecider. A missing file reads as
+// entry.NoElections; an empty or foreign one is an error wrapping
+// entry.ErrCorruptRecord.
+func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("file: read %s: %w", d.path, err)
+	}
+	data, mtime, err := readRecord(d.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("file: read: %w", err)
+	}
+	e, err := entry.Unmarshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("file: record %s: %w", d.path, err)
+	}
+	e.Token = entry.LeaderToken{Version: version(data), CommitTime: mtime}
+	return e, nil
+}
+
+// readRecord reads the file at path whole, with its modification time taken
+// from the same open file, so the two always belong together.
+func readRecord(path string) ([]byte, time.Time, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if fi.IsDir() {
+		return nil, time.Time{}, fmt.Errorf("%s is a directory, not a record file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxRecordSize+1))
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > maxRecordSize {
+		return nil, time.Time{}, fmt.Errorf("%w: %s is larger than %d bytes: not an election record",
+			entry.ErrCorruptRecord, path, maxRecordSize)
+	}
+	return data, fi.ModTime(), nil
+}
+
+// version is the token of a record with content data.
+func version(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
+}
+
+// WriteEntry implements leaderelection.RaceDecider.
+func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entry.LeaderToken, error) {
+	if err := ctx.Err(); err != nil {
+		return entry.LeaderToken{}, fmt.Errorf("file: write %s: %w", d.path, err)
+	}
+	if rentry.WriteID == "" {
+		// The token is derived from the content; only the write id keeps
+		// two records with equal fields from sharing one.
+		return entry.LeaderToken{}, fmt.Errorf("file: write %s: the record has no WriteID", d.path)
+	}
+	body, err := entry.Marshal(rentry)
+	if err != nil {
+		return entry.LeaderToken{}, err
+	}
+	unlock, err := d.lock(ctx)
+	if err != nil {
+		return entry.LeaderToken{}, fmt.Errorf("file: write %s: locking %s: %w", d.path, d.lockPath, err)
+	}
+	defer unlock()
+
+	cur := ""
+	switch data, _, err := readRecord(d.path); {
+	case err == nil:
+		cur = version(data)
+	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, entry.ErrCorruptRecord):
+		// Too large to be a record: no token can match it.
+		cur = "oversized"
+	default:
+		return entry.LeaderToken{}, fmt.Errorf("file: write: reading the current record: %w", err)
+	}
+	if cur != rentry.Token.Version {
+		return entry.LeaderToken{}, fmt.Errorf("file: write %s conditioned on version %q, stored version %q: %w",
+			d.path, rentry.Token.Version, cur, entry.ErrRaceLost)
+	}
+	// The lock may have taken a while: a write whose caller has given up
+	// must not be applied.
+	if err := ctx.Err(); err != nil {
+		return entry.LeaderToken{}, fmt.Errorf("file: write %s: %w", d.path, err)
+	}
+	mtime, err := d.replace(body)
+	if err != nil {
+		return entry.LeaderToken{}, fmt.Errorf("file: write %s: %w", d.path, err)
+	}
+	return entry.LeaderToken{Version: version(body), CommitTime: mtime}, nil
+}
+
+// replace writes body to the temporary file, flushes it and renames it over
+// the record. It is called with the lock held, so no other writer uses the
+// temporary file; one left by a writer that died is removed first (it may
+// belong to another user, whom we could not truncate it for).
+func (d *Decider) replace(body []byte) (time.Time, error) {
+	if err := os.Remove(d.tmpPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return time.Time{}, err
+	}
+	f, err := os.OpenFile(d.tmpPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if err != nil {
+		return time.Time{}, err
+	}
+	mtime, err := writeAndSync(f, body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(d.tmpPath, d.path)
+	}
+	if err != nil {
+		_ = os.Remove(d.tmpPath)
+		return time.Time{}, err
+	}
+	// The record has been replaced: from here on an error leaves the outcome
+	// unknown (it may not survive a power loss), which the engine resolves
+	// by reading back.
+	return mtime, syncDir(d.dir)
+}
+
+func writeAndSync(f *os.File, body []byte) (time.Time, error) {
+	if _, err := f.Write(body); err != nil {
+		return time.Time{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return time.Time{}, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fi.ModTime(), nil
+}
+
+// syncDir flushes the directory entry of a rename to disk. Filesystems that
+// cannot sync a directory say so with EINVAL; nothing more can be done there.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+//go:build darwin || dragonfly || freebsd || linux || netbsd || openbsd
+
+package file_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/file"
+	"github.com/racedecider/leaderelection/racedecidertest"
+)
+
+func newDecider(t *testing.T, path string) *file.Decider {
+	t.Helper()
+	d, err := file.NewDecider(path)
+	if err != nil {
+		t.Fatalf("NewDecider: %v", err)
+	}
+	return d
+}
+
+func TestConformance(t *testing.T) {
+	racedecidertest.Run(t, func(t *testing.T) leaderelection.RaceDecider {
+		return newDecider(t, filepath.Join(t.TempDir(), "record"))
+	})
+}
+
+func TestCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "record")
+	d := newDecider(t, path)
+	racedecidertest.CheckCorrupt(t, d, func(t *testing.T, data []byte) {
+		if err := os.WriteFile(path, data, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}, path)
+}
+
+func TestOversizedFileIsCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "record")
+	if err := os.WriteFile(path, make([]byte, 2<<20), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	d := newDecider(t, path)
+	_, err := d.ReadCurrent(t.Context())
+	if !errors.Is(err, entry.ErrCorruptRecord) || !strings.Contains(err.Error(), path) {
+		t.Errorf("ReadCurrent of a 2 MiB file: %v; want an error naming %s wrapping ErrCorruptRecord", err, path)
+	}
+	// Nobody can hold its token: every write loses.
+	e := record(0, "w-0", entry.LeaderToken{})
+	if _, err := d.WriteEntry(t.Context(), e); !errors.Is(err, entry.ErrRaceLost) {
+		t.Errorf("create over a 2 MiB file: %v, want ErrRaceLost", err)
+	}
+}
+
+// cuttable is one candidate's access to the shared record file, which the
+// test can cut.
+type cuttable struct {
+	*file.Decider
+	cut atomic.Bool
+}
+
+func (c *cuttable) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	if c.cut.Load() {
+		return nil, context.DeadlineExceeded
+	}
+	return c.Decider.ReadCurrent(ctx)
+}
+
+func (c *cuttable) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	if c.cut.Load() {
+		return entry.LeaderToken{}, context.DeadlineExceeded
+	}
+	return c.Decider.WriteEntry(ctx, e)
+}
+
+// TestElection runs the election scenario in virtual time, each candidate
+// with its own Decider on one file.
+func TestElection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "record")
+	synctest.Test(t, func(t *testing.T) {
+		racedecidertest.RunElection(t, func(t *testing.T, _ int) racedecidertest.Access {
+			c := &cuttable{Decider: newDecider(t, path)}
+			return racedecidertest.Access{Decider: c, Cut: c.cut.Store}
+		}, racedecidertest.Timing{TermLength: 10 * time.Second, MaxClockSkew: time.Second})
+	})
+}
+
+func record(n int64, writeID string, tok entry.LeaderToken) *entry.RaceEntry {
+	return &entry.RaceEntry{
+		ElectionNumber: n, Term: n, LeaderID: "l", WriteID: writeID,
+		TermExpiry: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Token: tok,
+	}
+}
+
+func TestNewDecider(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "plain")
+	if err := os.WriteFile(notDir, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{"", "empty path"},
+		{filepath.Join(dir, "missing", "record"), "no such file or directory"},
+		{filepath.Join(notDir, "record"), "not a directory"},
+		{dir, "is a directory"},
+		{dir + "/", "is a directory"},
+		{"/", "names a directory"},
+	} {
+		_, err := file.NewDecider(tc.path)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewDecider(%q) = %v; want an error containing %q", tc.path, err, tc.want)
+		}
+	}
+
+	// A relative path is resolved once, against the working directory then.
+	t.Chdir(dir)
+	d := newDecider(t, "rel")
+	if want := filepath.Join(dir, "rel"); d.Path() != want {
+		resolved, _ := filepath.EvalSymlinks(dir)
+		if d.Path() != filepath.Join(resolved, "rel") {
+			t.Errorf("Path() = %q, want %q", d.Path(), want)
+		}
+	}
+}
+
+func TestWriteWithoutWriteIDRefused(t *testing.T) {
+	d := newDecider(t, filepath.Join(t.TempDir(), "record"))
+	if _, err := d.WriteEntry(t.Context(), record(0, "", entry.LeaderToken{})); err == nil {
+		t.Fatal("WriteEntry of a record without a WriteID succeeded")
+	}
+}
+
+// TestLockWaitRespectsContext holds the lock from outside and checks that a
+// write gives up when its context ends, without applying.
+func TestLockWaitRespectsContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "record")
+	d := newDecider(t, path)
+	tok, err := d.WriteEntry(t.Context(), record(0, "w-0", entry.LeaderToken{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf, err := os.Open(path + ".lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = d.WriteEntry(ctx, record(1, "w-1", tok))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WriteEntry while another holds the lock: %v, want context.DeadlineExceeded", err)
+	}
+	if waited := time.Since(start); waited > 2*time.Second {
+		t.Errorf("WriteEntry returned %v after its deadline", waited)
+	}
+
+	// Once the lock is free, a write goes through.
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.WriteEntry(t.Context(), record(1, "w-1", tok)); err != nil {
+		t.Fatalf("WriteEntry after the lock was released: %v", err)
+	}
+}
+
+// TestLeftoversOfACrashedWriter: a temporary file left by a writer that died,
+// and a lock file deleted while held, do not break later writes.
+func TestLeftoversOfACrashedWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "record")
+	d := newDecider(t, path)
+	tok, err := d.WriteEntry(t.Context(), record(0, "w-0", entry.LeaderToken{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".tmp", []byte("half a rec"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	tok, err = d.WriteEntry(t.Context(), record(1, "w-1", tok))
+	if err != nil {
+		t.Fatalf("WriteEntry with a stale temporary file: %v", err)
+	}
+	got, err := d.ReadCurrent(t.Context())
+	if err != nil || got.WriteID != "w-1" || got.Token != tok {
+		t.Fatalf("ReadCurrent = %+v, %v; want w-1 with token %v", got, err, tok)
+	}
+	if _, err := os.Stat(path + ".tmp"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temporary file left after a write: %v", err)
+	}
+}
+
+// TestDecidersOnOnePathShareALock: two Deciders for one file (spelt
+// differently) in one process exclude each other.
+func TestDecidersOnOnePathShareALock(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	a := newDecider(t, filepath.Join(dir, "record"))
+	b := newDecider(t, filepath.Join(link, "record"))
+	if a.Path() != b.Path() {
+		t.Fatalf("paths differ: %q and %q", a.Path(), b.Path())
+	}
+	tok, err := a.WriteEntry(t.Context(), record(0, "w-a", entry.LeaderToken{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteEntry(t.Context(), record(0, "w-b", entry.LeaderToken{})); !errors.Is(err, entry.ErrRaceLost) {
+		t.Fatalf("create through the second Decider: %v, want ErrRaceLost", err)
+	}
+	got, err := b.ReadCurrent(t.Context())
+	if err != nil || got.Token != tok {
+		t.Fatalf("second Decider reads %+v, %v; want token %v", got, err, tok)
+	}
+}

@@ -1,0 +1,65 @@
+package gcs
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"cloud.google.com/go/storage"
+
+	leaderelection "github.com/racedecider/leaderelection"
+)
+
+// Scheme is the URL scheme this package registers with
+// leaderelection.RegisterScheme:
+//
+//	gs://BUCKET/OBJECT[?kms_key_name=K&predefined_acl=A]
+//
+// leaderelection.OpenDecider makes a client with storage.NewClient and
+// Application Default Credentials (honouring STORAGE_EMULATOR_HOST), which
+// lives as long as the process. The object name is the URL's path without
+// its leading slash, percent-decoded. kms_key_name sets WithKMSKeyName and
+// predefined_acl WithPredefinedACL; no other query parameter is accepted.
+// For any other client setting, call NewDecider with a client of your own.
+const Scheme = "gs"
+
+func init() {
+	leaderelection.RegisterScheme(Scheme, leaderelection.URLOpener{
+		Open:   openURL,
+		Params: []string{"kms_key_name", "predefined_acl"},
+		Form:   "gs://BUCKET/OBJECT",
+	})
+}
+
+func openURL(ctx context.Context, u *url.URL) (leaderelection.RaceDecider, error) {
+	bucket, object := u.Host, strings.TrimPrefix(u.Path, "/")
+	switch {
+	case u.Opaque != "" || u.User != nil:
+		return nil, fmt.Errorf("%w: want gs://BUCKET/OBJECT", leaderelection.ErrBadURL)
+	case bucket == "":
+		return nil, fmt.Errorf("%w: no bucket; want gs://BUCKET/OBJECT", leaderelection.ErrBadURL)
+	case object == "":
+		return nil, fmt.Errorf("%w: no object name; want gs://BUCKET/OBJECT", leaderelection.ErrBadURL)
+	}
+	var opts []Option
+	q := u.Query()
+	if k := q.Get("kms_key_name"); k != "" {
+		opts = append(opts, WithKMSKeyName(k))
+	}
+	if a := q.Get("predefined_acl"); a != "" {
+		opts = append(opts, WithPredefinedACL(a))
+	}
+	// The client outlives this call: it must not end with ctx.
+	client, err := storage.NewClient(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("gcs: creating a Cloud Storage client with Application Default Credentials: %w", err)
+	}
+	d, err := NewDecider(client, bucket, object, opts...)
+	if err != nil {
+		client.Close()
+		// The client is fine, so the URL is at fault.
+		return nil, fmt.Errorf("%w: %w", leaderelection.ErrBadURL, err)
+	}
+	return d, nil
+}

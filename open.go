@@ -1,0 +1,175 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// URLOpener opens a RaceDecider for URLs of one scheme. A backend package
+// registers one with RegisterScheme from an init function, so that importing
+// the package (a blank import is enough) makes its scheme available to
+// OpenDecider:
+//
+//	import _ "github.com/racedecider/leaderelection/file"
+//
+// The in-tree backends register these schemes:
+//
+//	mem://NAME                     package memory: in-process, shared by name
+//	file:///PATH                   package file: one file on a local or shared POSIX filesystem
+//	gs://BUCKET/OBJECT             package gcs: Application Default Credentials
+//	s3://BUCKET/KEY?region=R&endpoint=URL&path_style=true
+//	                               package s3: the AWS SDK's default configuration
+type URLOpener struct {
+	// Open returns a RaceDecider for u. OpenDecider has already checked
+	// that u's scheme is the one registered and that its query has no
+	// parameter outside Params; Open checks everything else and returns
+	// errors that say what a valid URL looks like.
+	Open func(ctx context.Context, u *url.URL) (RaceDecider, error)
+
+	// Params lists the query parameters Open accepts. OpenDecider rejects a
+	// URL carrying any other, naming the ones accepted.
+	Params []string
+
+	// Form shows the URL's shape, such as "gs://BUCKET/OBJECT", for error
+	// messages and help texts.
+	Form string
+}
+
+var schemes = struct {
+	sync.RWMutex
+	m map[string]URLOpener
+}{m: map[string]URLOpener{}}
+
+// inTreePackages names the package that registers each scheme this module
+// provides, so that OpenDecider can say which import a URL is missing.
+var inTreePackages = map[string]string{
+	"mem":  "github.com/racedecider/leaderelection/memory",
+	"file": "github.com/racedecider/leaderelection/file",
+	"gs":   "github.com/racedecider/leaderelection/gcs",
+	"s3":   "github.com/racedecider/leaderelection/s3",
+}
+
+// RegisterScheme makes OpenDecider open URLs whose scheme is scheme (compared
+// without regard to case) with opener. It is meant to be called from a
+// backend package's init function, and panics if the scheme is empty or
+// already registered, or if opener.Open is nil.
+func RegisterScheme(scheme string, opener URLOpener) {
+	scheme = strings.ToLower(scheme)
+	if scheme == "" {
+		panic("leaderelection: RegisterScheme with an empty scheme")
+	}
+	if opener.Open == nil {
+		panic("leaderelection: RegisterScheme(" + scheme + ") with a nil Open")
+	}
+	schemes.Lock()
+	defer schemes.Unlock()
+	if _, dup := schemes.m[scheme]; dup {
+		panic("leaderelection: RegisterScheme called twice for scheme " + scheme)
+	}
+	opener.Params = slices.Clone(opener.Params)
+	schemes.m[scheme] = opener
+}
+
+// Schemes returns the registered schemes, sorted, each with the URL form its
+// opener gave (or "SCHEME://..." when it gave none).
+func Schemes() []string {
+	schemes.RLock()
+	defer schemes.RUnlock()
+	out := make([]string, 0, len(schemes.m))
+	for s, o := range schemes.m {
+		form := o.Form
+		if form == "" {
+			form = s + "://..."
+		}
+		out = append(out, form)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ErrBadURL is wrapped by every OpenDecider error about the URL itself (an
+// unknown scheme or query parameter, a missing bucket name, a relative path),
+// as opposed to a failure to set up a client for a good URL. Openers wrap it
+// too. Callers may use it to tell a usage error from an environment problem.
+var ErrBadURL = errors.New("bad store URL")
+
+// OpenDecider returns the RaceDecider rawURL names, such as
+// "file:///var/lib/myjob/leader" or "s3://my-bucket/elections/myjob?region=eu-west-1".
+// The package that provides the URL's scheme must be imported, if only with
+// a blank import; see URLOpener for the in-tree schemes.
+//
+// An unknown scheme, or a query parameter the scheme does not accept, is an
+// error wrapping ErrBadURL that lists what is accepted. Whether the store
+// can be reached is not checked: the first ReadCurrent tells.
+func OpenDecider(ctx context.Context, rawURL string) (RaceDecider, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("leaderelection: OpenDecider: %w: %w", ErrBadURL, err)
+	}
+	d, err := openURL(ctx, u)
+	if err != nil {
+		return nil, fmt.Errorf("leaderelection: OpenDecider(%q): %w", u.Redacted(), err)
+	}
+	return d, nil
+}
+
+func openURL(ctx context.Context, u *url.URL) (RaceDecider, error) {
+	scheme := strings.ToLower(u.Scheme)
+	schemes.RLock()
+	opener, ok := schemes.m[scheme]
+	schemes.RUnlock()
+	if !ok {
+		return nil, unknownScheme(scheme)
+	}
+	if err := checkParams(u, scheme, opener.Params); err != nil {
+		return nil, err
+	}
+	return opener.Open(ctx, u)
+}
+
+func unknownScheme(scheme string) error {
+	registered := strings.Join(Schemes(), ", ")
+	if registered == "" {
+		registered = "none"
+	}
+	if scheme == "" {
+		return fmt.Errorf("%w: no scheme; registered: %s", ErrBadURL, registered)
+	}
+	hint := ""
+	if pkg, ok := inTreePackages[scheme]; ok {
+		hint = fmt.Sprintf(" (import _ %q to register it)", pkg)
+	}
+	return fmt.Errorf("%w: unknown scheme %q%s; registered: %s", ErrBadURL, scheme, hint, registered)
+}
+
+func checkParams(u *url.URL, scheme string, accepted []string) error {
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return fmt.Errorf("%w: query: %w", ErrBadURL, err)
+	}
+	var unknown []string
+	for k := range q {
+		if !slices.Contains(accepted, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	want := "none"
+	if len(accepted) > 0 {
+		want = strings.Join(accepted, ", ")
+	}
+	noun := "parameter"
+	if len(unknown) > 1 {
+		noun = "parameters"
+	}
+	return fmt.Errorf("%w: unknown query %s %s; %s URLs accept: %s",
+		ErrBadURL, noun, strings.Join(unknown, ", "), scheme, want)
+}

@@ -1,0 +1,167 @@
+package leaderelection_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/file"
+	"github.com/racedecider/leaderelection/memory"
+)
+
+// uniq makes names unique per test run, since schemes and mem:// names live
+// as long as the process (go test -count=N runs tests again in it).
+var uniq atomic.Int64
+
+func TestOpenDeciderMemorySharesByName(t *testing.T) {
+	ctx := t.Context()
+	n := uniq.Add(1)
+	a, err := leaderelection.OpenDecider(ctx, fmt.Sprintf("mem://open-test-shared-%d", n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := leaderelection.OpenDecider(ctx, fmt.Sprintf("MEM://open-test-shared-%d", n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := leaderelection.OpenDecider(ctx, fmt.Sprintf("mem://open-test-other-%d", n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.(*memory.Decider); !ok {
+		t.Fatalf("mem:// opened a %T", a)
+	}
+	e := &entry.RaceEntry{LeaderID: "x", WriteID: "w"}
+	if _, err := a.WriteEntry(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.ReadCurrent(ctx); err != nil || got.WriteID != "w" {
+		t.Errorf("second opener of the same name reads %+v, %v; want the first's write", got, err)
+	}
+	if got, err := other.ReadCurrent(ctx); err != nil || got.ElectionNumber != entry.NoElections {
+		t.Errorf("another name reads %+v, %v; want an empty election", got, err)
+	}
+}
+
+func TestOpenDeciderFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "record")
+	for _, raw := range []string{"file://" + path, "file://localhost" + path} {
+		d, err := leaderelection.OpenDecider(t.Context(), raw)
+		if err != nil {
+			t.Fatalf("OpenDecider(%q): %v", raw, err)
+		}
+		fd, ok := d.(*file.Decider)
+		if !ok {
+			t.Fatalf("OpenDecider(%q) opened a %T", raw, d)
+		}
+		if want, _ := filepath.EvalSymlinks(filepath.Dir(path)); fd.Path() != filepath.Join(want, "record") {
+			t.Errorf("OpenDecider(%q) opened %s", raw, fd.Path())
+		}
+	}
+}
+
+func TestOpenDeciderErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		url  string
+		want []string // substrings of the error
+		bad  bool     // wraps ErrBadURL
+	}{
+		{"nope://x", []string{`unknown scheme "nope"`, "file:///PATH", "mem://NAME"}, true},
+		{"/just/a/path", []string{"no scheme", "file:///PATH"}, true},
+		{"gs://bucket/object", []string{`unknown scheme "gs"`, `import _ "github.com/racedecider/leaderelection/gcs"`}, true},
+		{"mem://x?region=1&a=2", []string{"unknown query parameters a, region", "mem URLs accept: none"}, true},
+		{"mem://", []string{"no election name", "mem://NAME"}, true},
+		{"file:relative/path", []string{"not an absolute path"}, true},
+		{"file://otherhost/x", []string{`host "otherhost"`}, true},
+		{"file:///", []string{"no path"}, true},
+		{"file://" + dir + "/", []string{"names a directory"}, true},
+		{"file://" + dir + "/missing/record", []string{"no such file or directory"}, false},
+		{"mem://x\x7f", []string{"invalid control character"}, true},
+	} {
+		_, err := leaderelection.OpenDecider(t.Context(), tc.url)
+		if err == nil {
+			t.Errorf("OpenDecider(%q) succeeded", tc.url)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("OpenDecider(%q) error %q does not contain %q", tc.url, err, w)
+			}
+		}
+		if got := errors.Is(err, leaderelection.ErrBadURL); got != tc.bad {
+			t.Errorf("OpenDecider(%q) error %q: errors.Is(ErrBadURL) = %v, want %v", tc.url, err, got, tc.bad)
+		}
+	}
+}
+
+func TestRegisterSchemeParams(t *testing.T) {
+	var opened *url.URL
+	scheme := fmt.Sprintf("open-test%d", uniq.Add(1))
+	leaderelection.RegisterScheme(scheme, leaderelection.URLOpener{
+		Open: func(_ context.Context, u *url.URL) (leaderelection.RaceDecider, error) {
+			opened = u
+			return memory.NewDecider(), nil
+		},
+		Params: []string{"region", "endpoint"},
+		Form:   "open-test://BUCKET?region=R",
+	})
+	if _, err := leaderelection.OpenDecider(t.Context(), scheme+"://b/k?region=x&endpoint=y"); err != nil {
+		t.Fatal(err)
+	}
+	if opened.Query().Get("region") != "x" || opened.Host != "b" {
+		t.Errorf("opener got %v", opened)
+	}
+	_, err := leaderelection.OpenDecider(t.Context(), scheme+"://b/k?regoin=x")
+	if err == nil || !strings.Contains(err.Error(), "unknown query parameter regoin; "+scheme+" URLs accept: region, endpoint") {
+		t.Errorf("misspelt parameter: %v", err)
+	}
+	if !strings.Contains(strings.Join(leaderelection.Schemes(), " "), "open-test://BUCKET?region=R") {
+		t.Errorf("Schemes() = %q", leaderelection.Schemes())
+	}
+
+	for name, reg := range map[string]func(){
+		"duplicate": func() {
+			leaderelection.RegisterScheme("mem", leaderelection.URLOpener{Open: func(context.Context, *url.URL) (leaderelection.RaceDecider, error) { return nil, nil }})
+		},
+		"empty":    func() { leaderelection.RegisterScheme("", leaderelection.URLOpener{}) },
+		"nil Open": func() { leaderelection.RegisterScheme("open-test-nil", leaderelection.URLOpener{}) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("RegisterScheme (%s) did not panic", name)
+				}
+			}()
+			reg()
+		}()
+	}
+}
+
+// Opens an election by URL. The blank (or, here, named) import of a backend
+// package registers its scheme.
+func ExampleOpenDecider() {
+	ctx := context.Background()
+	// mem://NAME needs the memory package; file:///PATH the file package,
+	// gs://BUCKET/OBJECT the gcs package, s3://BUCKET/KEY the s3 package.
+	d, err := leaderelection.OpenDecider(ctx, "mem://example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rec, err := d.ReadCurrent(ctx)
+	fmt.Println(rec.ElectionNumber == entry.NoElections, err)
+
+	_, err = leaderelection.OpenDecider(ctx, "mem://example?timeout=1s")
+	fmt.Println(err)
+	// Output:
+	// true <nil>
+	// leaderelection: OpenDecider("mem://example?timeout=1s"): bad store URL: unknown query parameter timeout; mem URLs accept: none
+}

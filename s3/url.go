@@ -1,0 +1,89 @@
+package s3
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	leaderelection "github.com/racedecider/leaderelection"
+)
+
+// Scheme is the URL scheme this package registers with
+// leaderelection.RegisterScheme:
+//
+//	s3://BUCKET/KEY[?region=R&endpoint=URL&path_style=true]
+//
+// leaderelection.OpenDecider loads the AWS SDK's default configuration
+// (environment, shared config and credentials files, instance roles) with
+// config.LoadDefaultConfig. region overrides the configured region; endpoint
+// sets the client's base endpoint, for S3-compatible stores such as MinIO
+// ("http://minio.internal:9000"); path_style=true addresses buckets by path
+// rather than host name, as most of those stores need. The key is the URL's
+// path without its leading slash, percent-decoded. No other query parameter
+// is accepted; for any other client setting, call NewDecider with a client
+// of your own.
+const Scheme = "s3"
+
+func init() {
+	leaderelection.RegisterScheme(Scheme, leaderelection.URLOpener{
+		Open:   openURL,
+		Params: []string{"region", "endpoint", "path_style"},
+		Form:   "s3://BUCKET/KEY?region=R&endpoint=URL&path_style=true",
+	})
+}
+
+func openURL(ctx context.Context, u *url.URL) (leaderelection.RaceDecider, error) {
+	bucket, key := u.Host, strings.TrimPrefix(u.Path, "/")
+	switch {
+	case u.Opaque != "" || u.User != nil:
+		return nil, fmt.Errorf("%w: want s3://BUCKET/KEY", leaderelection.ErrBadURL)
+	case bucket == "":
+		return nil, fmt.Errorf("%w: no bucket; want s3://BUCKET/KEY", leaderelection.ErrBadURL)
+	case key == "":
+		return nil, fmt.Errorf("%w: no key; want s3://BUCKET/KEY", leaderelection.ErrBadURL)
+	}
+	q := u.Query()
+	pathStyle := false
+	if v := q.Get("path_style"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: path_style=%q: want true or false", leaderelection.ErrBadURL, v)
+		}
+		pathStyle = b
+	}
+	endpoint := q.Get("endpoint")
+	if endpoint != "" {
+		e, err := url.Parse(endpoint)
+		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
+			return nil, fmt.Errorf("%w: endpoint=%q: want an http:// or https:// URL", leaderelection.ErrBadURL, endpoint)
+		}
+	}
+	var loadOpts []func(*config.LoadOptions) error
+	if r := q.Get("region"); r != "" {
+		loadOpts = append(loadOpts, config.WithRegion(r))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("s3: loading the AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return nil, fmt.Errorf("%w: no AWS region: add ?region=REGION to the URL, or set AWS_REGION", leaderelection.ErrBadURL)
+	}
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+		o.UsePathStyle = pathStyle
+	})
+	d, err := NewDecider(client, bucket, key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", leaderelection.ErrBadURL, err)
+	}
+	return d, nil
+}
