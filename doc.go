@@ -58,4 +58,8 @@
 // conditioned on the version read. Backends that can push changes also
 // implement [ChangeNotifier]; the others are polled. Package racedecidertest
 // is the conformance suite every backend runs.
+//
+// [OpenDecider] opens a backend from a URL (mem://NAME, file:///PATH,
+// gs://BUCKET/OBJECT, s3://BUCKET/KEY?region=R); import the backend's package,
+// a blank import is enough, to register its scheme.
 package leaderelection
