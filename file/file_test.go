@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -62,35 +61,13 @@ func TestOversizedFileIsCorrupt(t *testing.T) {
 	}
 }
 
-// cuttable is one candidate's access to the shared record file, which the
-// test can cut.
-type cuttable struct {
-	*file.Decider
-	cut atomic.Bool
-}
-
-func (c *cuttable) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
-	if c.cut.Load() {
-		return nil, context.DeadlineExceeded
-	}
-	return c.Decider.ReadCurrent(ctx)
-}
-
-func (c *cuttable) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
-	if c.cut.Load() {
-		return entry.LeaderToken{}, context.DeadlineExceeded
-	}
-	return c.Decider.WriteEntry(ctx, e)
-}
-
 // TestElection runs the election scenario in virtual time, each candidate
 // with its own Decider on one file.
 func TestElection(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "record")
 	synctest.Test(t, func(t *testing.T) {
 		racedecidertest.RunElection(t, func(t *testing.T, _ int) racedecidertest.Access {
-			c := &cuttable{Decider: newDecider(t, path)}
-			return racedecidertest.Access{Decider: c, Cut: c.cut.Store}
+			return racedecidertest.Cuttable(newDecider(t, path))
 		}, racedecidertest.Timing{TermLength: 10 * time.Second, MaxClockSkew: time.Second})
 	})
 }

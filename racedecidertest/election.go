@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
 )
 
 // Tenure is one candidate's time as leader, as its OnElected saw it.
@@ -232,4 +234,47 @@ func RunElection(t *testing.T, newAccess func(t *testing.T, candidate int) Acces
 	}
 	t.Logf("takeover by %s (term %d) %v after the cut-off leader's expiry", third.ID, third.Term, third.Start.Sub(expiry))
 	accesses[index(second)].Cut(false)
+}
+
+// Cuttable returns an Access to d whose Cut makes every call fail as an
+// unreachable store would (context.DeadlineExceeded) until it is restored.
+// It forwards change notifications when d pushes them; a cut notifier fails
+// too.
+func Cuttable(d leaderelection.RaceDecider) Access {
+	c := &cuttable{d: d}
+	if n, ok := d.(leaderelection.ChangeNotifier); ok {
+		return Access{Decider: &cuttablePush{c, n}, Cut: c.cut.Store}
+	}
+	return Access{Decider: c, Cut: c.cut.Store}
+}
+
+type cuttable struct {
+	d   leaderelection.RaceDecider
+	cut atomic.Bool
+}
+
+func (c *cuttable) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	if c.cut.Load() {
+		return nil, context.DeadlineExceeded
+	}
+	return c.d.ReadCurrent(ctx)
+}
+
+func (c *cuttable) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	if c.cut.Load() {
+		return entry.LeaderToken{}, context.DeadlineExceeded
+	}
+	return c.d.WriteEntry(ctx, e)
+}
+
+type cuttablePush struct {
+	*cuttable
+	n leaderelection.ChangeNotifier
+}
+
+func (c *cuttablePush) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*entry.RaceEntry, error) {
+	if c.cut.Load() {
+		return nil, context.DeadlineExceeded
+	}
+	return c.n.WaitForChange(ctx, tok)
 }
