@@ -36,6 +36,9 @@ func (c Config) Acquire(ctx context.Context) error {
 	err := cd.campaign(ctx)
 	if ctx.Err() != nil {
 		cd.releaseUnknownWrite(ctx)
+		// An operation's own deadline may have passed at the same time:
+		// the caller stopped us, and that is what we report.
+		return ctx.Err()
 	}
 	return err
 }
@@ -50,7 +53,7 @@ func (cd *candidate) releaseUnknownWrite(ctx context.Context) {
 	rctx, cancel := cd.Clock.ContextWithTimeout(context.WithoutCancel(ctx), cd.opTimeout())
 	defer cancel()
 	rec, err := cd.Decider.ReadCurrent(rctx)
-	if err == nil && cd.ours(rec) && !rec.Released {
+	if err == nil && rec != nil && cd.ours(rec) && !rec.Released {
 		cd.release(ctx, rec)
 	}
 }
@@ -97,7 +100,7 @@ func (cd *candidate) campaign(ctx context.Context) error {
 	jittered := false
 	for {
 		cd.observe(ctx, rec)
-		if cd.ours(rec) {
+		if !rec.Released && cd.ours(rec) {
 			// A write whose outcome was unknown was applied after all.
 			cd.log.Info("an earlier write with an unknown outcome was applied: leading", "term", rec.Term)
 			if rec, err = cd.lead(ctx, rec); err != nil {
@@ -149,7 +152,10 @@ func (cd *candidate) free(rec *entry.RaceEntry) bool {
 // change is pushed, or the poll interval passes, and returns the record then,
 // reading it only when nothing vouches for it.
 func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*entry.RaceEntry, error) {
-	until := rec.TermExpiry.Add(cd.MaxClockSkew + jitter(cd.herdJitter()))
+	// Just past the takeover time, as free() requires the clock to be after
+	// it: waking exactly on it would find the record not yet free and wait
+	// again for a moment already here.
+	until := rec.TermExpiry.Add(cd.MaxClockSkew + time.Nanosecond + jitter(cd.herdJitter()))
 	if cd.notifier == nil {
 		// Jittered so that candidates started together do not poll, and
 		// then write, in step.
@@ -195,6 +201,10 @@ func (cd *candidate) read(ctx context.Context) (*entry.RaceEntry, error) {
 	})
 }
 
+// errNoRecord reports a Decider that broke its contract by returning neither
+// a record nor an error.
+var errNoRecord = errors.New("leaderelection: the Decider's ReadCurrent returned no record and no error")
+
 // readRetrying reads until it succeeds, ctx ends, or deadline (if not zero)
 // passes. Each failure goes to onErr; a non-nil result from onErr stops the
 // retries and is returned.
@@ -209,6 +219,9 @@ func readRetrying(ctx context.Context, clock clocks.Clock, d RaceDecider, timeou
 		rctx, cancel := clock.ContextWithTimeout(ctx, timeout)
 		rec, err := d.ReadCurrent(rctx)
 		cancel()
+		if err == nil && rec == nil {
+			err = errNoRecord
+		}
 		if err == nil {
 			return rec, nil
 		}

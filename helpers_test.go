@@ -24,9 +24,20 @@ type faultyDecider struct {
 	hang          atomic.Bool  // every call blocks until its context ends
 	applyThenFail atomic.Int32 // the next n writes are applied but report an error
 	reads, writes atomic.Int64
+	// opLimit, when set, makes every call past that many take a virtual
+	// millisecond and fail, so that a busy loop lets virtual time move on
+	// and shows up as a failed check instead of a hung test.
+	opLimit atomic.Int64
+	ops     atomic.Int64
+	// afterWrite, when set, runs after each write is applied.
+	afterWrite func()
 }
 
 func (f *faultyDecider) fault(ctx context.Context) error {
+	if n := f.ops.Add(1); f.opLimit.Load() > 0 && n > f.opLimit.Load() {
+		time.Sleep(time.Millisecond)
+		return errInjected
+	}
 	if f.hang.Load() {
 		<-ctx.Done()
 		return ctx.Err()
@@ -51,6 +62,9 @@ func (f *faultyDecider) WriteEntry(ctx context.Context, e *entry.RaceEntry) (ent
 		return entry.LeaderToken{}, err
 	}
 	tok, err := f.RaceDecider.WriteEntry(ctx, e)
+	if err == nil && f.afterWrite != nil {
+		f.afterWrite()
+	}
 	if err == nil && f.applyThenFail.Add(-1) >= 0 {
 		return entry.LeaderToken{}, errors.New("connection reset after the request was sent")
 	}
@@ -61,6 +75,9 @@ func (f *faultyDecider) WriteEntry(ctx context.Context, e *entry.RaceEntry) (ent
 type pushingFaultyDecider struct{ *faultyDecider }
 
 func (p pushingFaultyDecider) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*entry.RaceEntry, error) {
+	if err := p.fault(ctx); err != nil {
+		return nil, err
+	}
 	return p.RaceDecider.(leaderelection.ChangeNotifier).WaitForChange(ctx, tok)
 }
 

@@ -14,6 +14,9 @@ import (
 // has ended (after releasing).
 func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (*entry.RaceEntry, error) {
 	cd.observe(ctx, rec)
+	// The store holds rec: every other write of ours was conditioned on an
+	// older record and can no longer apply.
+	cd.pending = nil
 	tv := newTimeView(cd.Clock, rec.TermExpiry, rec.Term)
 	if !tv.ValueInFuture() {
 		// Won a term that was over before we learnt of it.
