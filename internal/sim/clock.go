@@ -1,0 +1,132 @@
+package sim
+
+import (
+	"context"
+	"math"
+	"time"
+
+	clocks "github.com/vimeo/go-clocks"
+
+	"github.com/racedecider/leaderelection/internal/skewclock"
+)
+
+// hostClock is one host's clock: skewclock's fixed offset from virtual time,
+// plus a constant rate error. It reads
+//
+//	origin + (inner - origin) x rate
+//
+// where inner is the skewclock's reading and origin its reading when the run
+// started; durations of this clock last 1/rate of a virtual duration. Every
+// absolute time is converted to the skewclock's frame before waiting, and
+// every relative one is scaled, so waits end when this clock's Now says they
+// should.
+type hostClock struct {
+	sk     *skewclock.Clock
+	origin time.Time
+	rate   float64
+}
+
+func newHostClock(start time.Time, offset time.Duration, drift float64) *hostClock {
+	return &hostClock{
+		sk:     skewclock.New(clocks.DefaultClock(), offset),
+		origin: start.Add(offset),
+		rate:   1 + drift,
+	}
+}
+
+func (h *hostClock) toLocal(inner time.Time) time.Time {
+	if h.rate == 1 {
+		return inner
+	}
+	return h.origin.Add(time.Duration(float64(inner.Sub(h.origin)) * h.rate))
+}
+
+// toInner rounds up, so that a wait for local ends when this clock reads
+// local or later, never a nanosecond early.
+func (h *hostClock) toInner(local time.Time) time.Time {
+	if h.rate == 1 {
+		return local
+	}
+	return h.origin.Add(time.Duration(math.Ceil(float64(local.Sub(h.origin))/h.rate)) + 1)
+}
+
+// dur converts a duration of this clock to a virtual one (rounding up).
+func (h *hostClock) dur(d time.Duration) time.Duration {
+	if h.rate == 1 {
+		return d
+	}
+	return time.Duration(math.Ceil(float64(d) / h.rate))
+}
+
+// Now reads the clock without any fault: what the checker uses.
+func (h *hostClock) Now() time.Time { return h.toLocal(h.sk.Now()).Round(0) }
+
+// virtualWhen returns the virtual instant at which this clock reads local.
+func (h *hostClock) virtualWhen(local time.Time) time.Time {
+	return h.toInner(local).Add(-h.sk.Offset)
+}
+
+// procClock is the clock one incarnation's engine sees. Every call passes
+// the process's gate first, so a paused or crashed process makes no progress
+// through its clock; a reading can also be followed by a stall (the process
+// pauses right after reading the time, then uses the stale value).
+type procClock struct {
+	h *hostClock
+	p *proc
+}
+
+var _ clocks.Clock = (*procClock)(nil)
+
+func (c *procClock) Now() time.Time {
+	c.p.gate()
+	t := c.h.Now()
+	c.p.afterClockRead()
+	return t
+}
+
+func (c *procClock) Until(t time.Time) time.Duration {
+	return t.Sub(c.Now())
+}
+
+func (c *procClock) SleepUntil(ctx context.Context, until time.Time) bool {
+	c.p.gate()
+	ok := c.h.sk.SleepUntil(ctx, c.h.toInner(until))
+	c.p.gate()
+	return ok
+}
+
+func (c *procClock) SleepFor(ctx context.Context, d time.Duration) bool {
+	c.p.gate()
+	ok := c.h.sk.SleepFor(ctx, c.h.dur(d))
+	c.p.gate()
+	return ok
+}
+
+func (c *procClock) AfterFunc(d time.Duration, f func()) clocks.StopTimer {
+	c.p.gate()
+	return c.h.sk.AfterFunc(c.h.dur(d), func() {
+		c.p.gate()
+		f()
+	})
+}
+
+func (c *procClock) NewTimer(d time.Duration) clocks.Timer {
+	c.p.gate()
+	return c.h.sk.NewTimer(c.h.dur(d))
+}
+
+func (c *procClock) ContextWithDeadline(ctx context.Context, t time.Time) (context.Context, context.CancelFunc) {
+	return c.h.sk.ContextWithDeadline(ctx, c.h.toInner(t))
+}
+
+func (c *procClock) ContextWithDeadlineCause(ctx context.Context, t time.Time, cause error) (context.Context, context.CancelFunc) {
+	return c.h.sk.ContextWithDeadlineCause(ctx, c.h.toInner(t), cause)
+}
+
+func (c *procClock) ContextWithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return c.h.sk.ContextWithTimeout(ctx, c.h.dur(d))
+}
+
+func (c *procClock) ContextWithTimeoutCause(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+	return c.h.sk.ContextWithTimeoutCause(ctx, c.h.dur(d), cause)
+}

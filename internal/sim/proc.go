@@ -1,0 +1,312 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// Lock order: store.mu before sim.mu (apply records events while holding
+// it); proc.mu, store.acc and downstream.mu are leaves: nothing that locks is
+// called while they are held.
+
+// proc is one incarnation of a candidate: one Config.Acquire with its own
+// LeaderID, on a slot (host) whose clock it shares with the slot's other
+// incarnations.
+type proc struct {
+	s              *sim
+	slot, inc      int
+	id             string
+	host           *hostClock
+	clock          *procClock
+	disableRelease bool
+	skew           time.Duration // as configured
+
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Acquire has returned
+	err    error         // Acquire's result, once done is closed
+
+	mu sync.Mutex
+	// frozen is non-nil while the process is paused or crashed: every
+	// gate blocks until it is closed.
+	frozen     chan struct{}
+	pauseUntil time.Time
+	crashed    bool // frozen until the end of the run
+	dead       bool // reaped at the end of the run: its calls fail at once
+	stopped    bool // its Acquire was cancelled
+	stall      time.Duration
+	rng        *rand.Rand
+
+	reads, writes, pushes int
+	opsByTerm             map[int64]int // ops per term-length window of virtual time
+	lastOpAt              time.Time     // virtual instant of the last store call
+	sameInstant           int           // store calls made at lastOpAt
+}
+
+func (p *proc) String() string { return p.id }
+
+// gate blocks while the process is paused or crashed. It returns false once
+// the process has been reaped: the caller must then do nothing visible.
+func (p *proc) gate() bool {
+	for {
+		p.mu.Lock()
+		ch, dead := p.frozen, p.dead
+		p.mu.Unlock()
+		if dead {
+			return false
+		}
+		if ch == nil {
+			return true
+		}
+		<-ch
+	}
+}
+
+// afterClockRead runs a scheduled stall: the process pauses right after
+// reading its clock, and goes on with the stale reading.
+func (p *proc) afterClockRead() {
+	p.mu.Lock()
+	d := p.stall
+	p.stall = 0
+	p.mu.Unlock()
+	if d > 0 {
+		p.s.event(p.id, "stalls for %v right after reading its clock", d)
+		p.s.faultSleep(d)
+		p.gate()
+	}
+}
+
+// pause freezes the process for d (extending a pause in progress).
+func (p *proc) pause(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead || p.crashed {
+		return
+	}
+	until := time.Now().Add(d)
+	if until.After(p.pauseUntil) {
+		p.pauseUntil = until
+	}
+	if p.frozen == nil {
+		p.frozen = make(chan struct{})
+	}
+	time.AfterFunc(d, p.maybeResume)
+}
+
+func (p *proc) maybeResume() {
+	p.mu.Lock()
+	if p.crashed || p.frozen == nil || time.Now().Before(p.pauseUntil) {
+		p.mu.Unlock()
+		return
+	}
+	close(p.frozen)
+	p.frozen = nil
+	p.mu.Unlock()
+	p.s.event(p.id, "resumes")
+}
+
+// endPause ends any pause at once (the end of the fault phase).
+func (p *proc) endPause() {
+	p.mu.Lock()
+	p.pauseUntil = time.Time{}
+	p.stall = 0
+	p.mu.Unlock()
+	p.maybeResume()
+}
+
+// crash freezes the process for the rest of the run: no release, no further
+// store access, its TimeView left as it was. Requests already sent still
+// reach the store.
+func (p *proc) crash() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.crashed = true
+	if p.frozen == nil {
+		p.frozen = make(chan struct{})
+	}
+}
+
+// reap ends a crashed process at the end of the run: its frozen calls return
+// and fail, and its Acquire is cancelled, so that its goroutines exit.
+func (p *proc) reap() {
+	p.mu.Lock()
+	p.dead = true
+	if p.frozen != nil {
+		close(p.frozen)
+		p.frozen = nil
+	}
+	p.mu.Unlock()
+	p.cancel()
+}
+
+func (p *proc) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	p.cancel()
+}
+
+func (p *proc) setStall(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stall = d
+}
+
+// float draws from the incarnation's own random stream, so that its k-th
+// store operation gets the same fate whatever the other goroutines do.
+func (p *proc) float() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rng.Float64()
+}
+
+func (p *proc) uniform(lo, hi time.Duration) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return uniform(p.rng, lo, hi)
+}
+
+// spinLimit is how many store calls one incarnation may make at a single
+// virtual instant. More is a busy loop: in virtual time it would never end,
+// and on a real clock it spins, calling the store, until the clock ticks.
+const spinLimit = 100
+
+// countOp counts a store operation for the cost checks, and detects and
+// breaks busy loops: past spinLimit calls at one virtual instant, it
+// reports a violation and makes each further call take a millisecond, as a
+// real clock would tick, so that the run can go on.
+func (p *proc) countOp(kind string) {
+	now := time.Now()
+	p.mu.Lock()
+	if now.Equal(p.lastOpAt) {
+		p.sameInstant++
+	} else {
+		p.lastOpAt, p.sameInstant = now, 0
+	}
+	spins := p.sameInstant
+	p.mu.Unlock()
+	if spins == spinLimit {
+		p.s.violate("busy-loop", "%s made %d store calls (the last a %s) at one virtual instant without waiting", p, spins, kind)
+	}
+	if spins >= spinLimit {
+		time.Sleep(time.Millisecond)
+	}
+	window := int64(time.Since(p.s.start) / p.s.sc.Term)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch kind {
+	case "read":
+		p.reads++
+	case "write":
+		p.writes++
+	case "push":
+		p.pushes++
+	}
+	p.opsByTerm[window]++
+}
+
+func (p *proc) opCounts() (reads, writes, pushes int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reads, p.writes, p.pushes
+}
+
+// config returns the Config of this incarnation's Acquire.
+func (p *proc) config(d leaderelection.RaceDecider) leaderelection.Config {
+	sc := p.s.sc
+	return leaderelection.Config{
+		Decider:        d,
+		LeaderID:       p.id,
+		HostPort:       []string{fmt.Sprintf("host%d:443", p.slot)},
+		TermLength:     sc.Term,
+		MaxClockSkew:   p.skew,
+		PollInterval:   sc.Poll,
+		DisableRelease: p.disableRelease,
+		Clock:          p.clock,
+		OnElected:      p.onElected,
+		OnOusting: func(context.Context) {
+			p.s.event(p.id, "OnOusting")
+		},
+		LeaderChanged: func(_ context.Context, e entry.RaceEntry) {
+			p.s.event(p.id, "sees new leader: %s", p.s.fmtRecord(&e))
+		},
+		Logger: slog.New(&logHandler{s: p.s, who: p.id}),
+	}
+}
+
+// onElected is the leader's work: every so often, check the TimeView, then
+// act on the downstream system with the fencing token. A worker pause
+// between the check and the action is the case only fencing covers.
+func (p *proc) onElected(ctx context.Context, tv *leaderelection.TimeView) {
+	tn := p.s.registerTenure(p, tv)
+	defer p.s.endTenure(tn)
+	sc := p.s.sc
+	interval := sc.Term / 16
+	for {
+		if !p.clock.SleepFor(ctx, interval) {
+			return
+		}
+		if !tv.ValueInFuture() {
+			continue // the engine ends the tenure; wait for the context
+		}
+		tok := tv.Term()
+		if p.s.faultsOn() && p.float() < sc.PWorkerPause {
+			d := p.uniform(sc.Term/10, 2*sc.Term)
+			p.s.count("worker-pause")
+			p.s.event(p.id, "worker checked its TimeView (term %d) and pauses %v before acting", tok, d)
+			p.s.faultSleep(d)
+		}
+		if !p.gate() {
+			return
+		}
+		p.s.down.act(p, tn, tok)
+		if p.s.faultsOn() && p.float() < sc.PStepDown {
+			p.s.count("step-down")
+			p.s.event(p.id, "OnElected returns on its own (steps down)")
+			return
+		}
+	}
+}
+
+// logHandler records the engine's log lines in the history.
+type logHandler struct {
+	s     *sim
+	who   string
+	attrs []slog.Attr
+}
+
+func (h *logHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logHandler) Handle(_ context.Context, r slog.Record) error {
+	msg := r.Message
+	add := func(a slog.Attr) bool {
+		if a.Key == "leader_id" {
+			return true
+		}
+		v := a.Value.Resolve()
+		if v.Kind() == slog.KindTime {
+			msg += fmt.Sprintf(" %s=%s", a.Key, h.s.fmtLocal(v.Time()))
+		} else {
+			msg += fmt.Sprintf(" %s=%v", a.Key, v)
+		}
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	h.s.event(h.who, "engine %s: %s", r.Level, msg)
+	return nil
+}
+
+func (h *logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &logHandler{s: h.s, who: h.who, attrs: append(append([]slog.Attr{}, h.attrs...), attrs...)}
+}
+
+func (h *logHandler) WithGroup(string) slog.Handler { return h }

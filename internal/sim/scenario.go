@@ -1,0 +1,289 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Options are the settings a seed does not decide: the negative controls,
+// each a deliberate breakage that the checker must notice.
+type Options struct {
+	// ClockSpread scales the clock offsets. 0 or 1 keeps every pair of
+	// clocks within MaxClockSkew, as the protocol assumes; 3 lets them
+	// differ by up to 3 x MaxClockSkew (negative control).
+	ClockSpread float64
+	// ZeroSkewFollowers configures about half the candidates with
+	// MaxClockSkew 0 while the clocks really differ: they skip the skew wait
+	// (negative control: a broken engine, built from configuration alone).
+	ZeroSkewFollowers bool
+	// StaleWriteProb is the probability that the store accepts a write
+	// conditioned on a stale token instead of refusing it (negative
+	// control: a broken store).
+	StaleWriteProb float64
+	// Unfenced makes the downstream accept every action whatever its token
+	// (negative control: shows that pauses between a TimeView check and the
+	// action it guards do happen, and that only fencing catches them).
+	Unfenced bool
+	// SampleEvery is the period of the checker's sampler, on top of the
+	// exact checks after every store response. Zero means TermLength/50.
+	SampleEvery time.Duration
+}
+
+// faultKind is one kind of scheduled fault.
+type faultKind int
+
+const (
+	fPartition faultKind = iota // the slot's store access fails or hangs for Dur
+	fPause                      // the slot's process is frozen for Dur
+	fStall                      // the slot's next clock read returns a value Dur stale
+	fCrash                      // the process freezes for good, without release
+	fStop                       // graceful shutdown (an abandon when DisableRelease)
+	fRestart                    // a new incarnation, with a new LeaderID, if the slot is down
+)
+
+var faultNames = [...]string{"partition", "pause", "stall-after-clock-read", "crash", "stop", "restart"}
+
+func (k faultKind) String() string { return faultNames[k] }
+
+// anyLeader as a FaultEvent.Slot targets whichever slot holds the record
+// when the event fires (a random live slot if none does).
+const anyLeader = -1
+
+// FaultEvent is one scheduled fault.
+type FaultEvent struct {
+	At   time.Duration // since the start of the run
+	Kind faultKind
+	Slot int
+	Dur  time.Duration
+	Hang bool // partitions: requests hang until their deadline rather than fail
+	// RestartAfter, for crashes and stops: the slot gets a new incarnation
+	// this long after. Negative: not before the faults end.
+	RestartAfter time.Duration
+}
+
+func (e FaultEvent) String() string {
+	target := fmt.Sprintf("slot %d", e.Slot)
+	if e.Slot == anyLeader {
+		target = "the leader's slot"
+	}
+	s := fmt.Sprintf("%s %s", e.Kind, target)
+	switch e.Kind {
+	case fPartition:
+		mode := "fail"
+		if e.Hang {
+			mode = "hang"
+		}
+		s += fmt.Sprintf(" for %v (requests %s)", e.Dur, mode)
+	case fPause, fStall:
+		s += fmt.Sprintf(" for %v", e.Dur)
+	case fCrash, fStop:
+		if e.RestartAfter >= 0 {
+			s += fmt.Sprintf(", restart after %v", e.RestartAfter)
+		}
+	}
+	return s
+}
+
+// Scenario is everything a seed decides before the run starts.
+type Scenario struct {
+	Seed uint64
+	N    int // candidate slots (hosts)
+	Term time.Duration
+	Skew time.Duration // MaxClockSkew configured
+	Poll time.Duration // PollInterval configured (0: the default Term/4)
+	// Notifier: the store pushes changes (implements ChangeNotifier).
+	Notifier bool
+	// Offsets and Drift are each slot's clock: it reads Offsets[i] ahead of
+	// virtual time at the start, and gains Drift[i] (a rate, e.g. 1e-4) as
+	// time passes. Restarts on a slot keep its clock.
+	Offsets []time.Duration
+	Drift   []float64
+	// ZeroSkew marks slots whose candidates are configured with
+	// MaxClockSkew 0 (negative control only).
+	ZeroSkew []bool
+
+	// FaultEnd is when every fault stops; the quiet phase follows.
+	FaultEnd time.Duration
+	// Store behaviour during the fault phase.
+	MaxLatency      time.Duration // one leg (request or response) of a normal op
+	PSlow           float64       // an op leg takes up to Term/2
+	PFail           float64       // an op fails before reaching the store
+	PLostResponse   float64       // the store did it, the caller gets an error (an ambiguous write)
+	PLate           float64       // a write sits in a queue for Term/4 to 2 x Term
+	PPushFail       float64       // a change notification fails
+	PWorkerPause    float64       // per action: the worker pauses between its TimeView check and the action
+	PStepDown       float64       // per action: OnElected returns on its own
+	PDisableRelease float64       // an incarnation runs with DisableRelease (its stops are abandons)
+
+	Events []FaultEvent
+}
+
+// Timing constants of the quiet phase.
+const (
+	quietLatency = 2 * time.Millisecond // one leg of an op once faults stop
+	maxLateWrite = 2                    // a late write is applied at most this many terms after it was sent
+)
+
+// herdJitter mirrors the engine's spreading window for candidates configured
+// with skew (min(skew/2, term/16)).
+func herdJitter(term, skew time.Duration) time.Duration { return min(skew/2, term/16) }
+
+// margin is what the liveness bounds allow for store latency and scheduling.
+func (sc *Scenario) margin() time.Duration { return 40 * quietLatency }
+
+// RecoveryBound is how long after the faults stop a leader must hold a valid
+// TimeView: a cut-off leader's term can end up to Term after the faults
+// stop, on its clock; a successor waits MaxClockSkew more on its own clock,
+// which may be up to MaxClockSkew behind (so 2 x MaxClockSkew in virtual
+// time), plus jitter (twice: before the first write of a campaign and after
+// a wake-up) and a few store round trips.
+func (sc *Scenario) RecoveryBound() time.Duration {
+	return sc.Term + 2*sc.Skew + 2*herdJitter(sc.Term, sc.Skew) + sc.margin()
+}
+
+// HandoverBound is how long a graceful release may take to be taken over:
+// waiting candidates learn of it by a push, or by their next poll.
+func (sc *Scenario) HandoverBound() time.Duration {
+	b := 2*herdJitter(sc.Term, sc.Skew) + sc.margin()
+	if !sc.Notifier {
+		b += sc.pollInterval()
+	}
+	return b
+}
+
+func (sc *Scenario) pollInterval() time.Duration {
+	if sc.Poll == 0 {
+		return sc.Term / 4
+	}
+	return sc.Poll
+}
+
+// horizon bounds the length of the run over which clocks must stay within
+// the skew (the drift budget is spread over it).
+func (sc *Scenario) horizon() time.Duration {
+	return sc.FaultEnd + 2*sc.RecoveryBound() + 6*sc.Term
+}
+
+func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
+
+func uniform(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(r.Int64N(int64(hi-lo)))
+}
+
+// NewScenario derives a run's parameters and fault schedule from seed.
+func NewScenario(seed uint64, o Options) *Scenario {
+	r := rand.New(rand.NewPCG(seed, 0x5ce7a210))
+	sc := &Scenario{Seed: seed}
+	sc.N = pick(r, 1, 2, 2, 3, 3, 3, 4, 4, 5, 6)
+	sc.Term = pick(r, 500*time.Millisecond, time.Second, 2*time.Second, 5*time.Second, 10*time.Second, 15*time.Second)
+	// MaxClockSkew from 0 to 0.4 x Term (the engine requires < 0.5).
+	sc.Skew = time.Duration(float64(sc.Term) * pick(r, 0, 0.02, 0.05, 0.1, 0.1, 0.2, 0.25, 0.4))
+	if r.IntN(2) == 0 {
+		sc.Poll = time.Duration(float64(sc.Term) * pick(r, 0.0625, 0.125, 0.5, 1))
+	}
+	sc.Notifier = r.IntN(2) == 0
+
+	// Clocks: offsets within +-Skew/2 (so any two within Skew), less a
+	// quarter of the budget left for rate drift over the run.
+	faultTerms := 8 + r.IntN(33)
+	sc.FaultEnd = time.Duration(faultTerms) * sc.Term
+	spread := o.ClockSpread
+	if spread == 0 {
+		spread = 1
+	}
+	driftBudget := float64(sc.Skew) / 8 / float64(sc.horizon()) // per clock, so a pair drifts apart by at most Skew/4
+	for i := 0; i < sc.N; i++ {
+		half := float64(sc.Skew) / 2 * spread
+		off := time.Duration((r.Float64()*2 - 1) * half * 0.75)
+		if r.IntN(4) == 0 { // at the edges now and then
+			off = time.Duration(pick(r, -1.0, 1.0) * half * 0.75)
+		}
+		sc.Offsets = append(sc.Offsets, off)
+		drift := 0.0
+		if r.IntN(2) == 0 {
+			drift = (r.Float64()*2 - 1) * driftBudget
+		}
+		sc.Drift = append(sc.Drift, drift)
+		sc.ZeroSkew = append(sc.ZeroSkew, o.ZeroSkewFollowers && r.IntN(2) == 0)
+	}
+
+	// How harsh the fault phase is: a few runs have none at all.
+	harsh := pick(r, 0.0, 0.2, 0.5, 0.5, 1.0, 1.0, 1.5)
+	sc.MaxLatency = pick(r, time.Millisecond, 10*time.Millisecond, 50*time.Millisecond, sc.Term/20)
+	sc.PSlow = 0.04 * harsh
+	sc.PFail = 0.1 * harsh
+	sc.PLostResponse = 0.08 * harsh
+	sc.PLate = 0.05 * harsh
+	sc.PPushFail = 0.1 * harsh
+	sc.PWorkerPause = 0.03 * harsh
+	sc.PStepDown = 0.003 * harsh
+	sc.PDisableRelease = 0.25 * min(harsh, 1)
+
+	// Scheduled faults: on average `rate` per term over the whole run,
+	// half of them aimed at whoever leads at the time.
+	rate := 0.35 * harsh
+	for t := time.Duration(0); ; {
+		if rate == 0 {
+			break
+		}
+		t += time.Duration(r.ExpFloat64() / rate * float64(sc.Term))
+		if t >= sc.FaultEnd {
+			break
+		}
+		ev := FaultEvent{At: t, Slot: r.IntN(sc.N), RestartAfter: -1}
+		if r.IntN(2) == 0 {
+			ev.Slot = anyLeader
+		}
+		switch x := r.IntN(100); {
+		case x < 25:
+			ev.Kind = fPartition
+			ev.Dur = uniform(r, sc.Term/4, 3*sc.Term)
+			ev.Hang = r.IntN(2) == 0
+		case x < 45:
+			ev.Kind = fPause
+			ev.Dur = uniform(r, sc.Term/10, 2*sc.Term)
+		case x < 60:
+			ev.Kind = fStall
+			ev.Dur = uniform(r, sc.Term/10, 3*sc.Term/2)
+		case x < 72:
+			ev.Kind = fCrash
+			ev.RestartAfter = uniform(r, 0, 3*sc.Term)
+		case x < 92:
+			ev.Kind = fStop
+			ev.RestartAfter = uniform(r, 0, 2*sc.Term)
+		default:
+			ev.Kind = fRestart
+		}
+		sc.Events = append(sc.Events, ev)
+	}
+	return sc
+}
+
+// String describes the scenario for a failure report.
+func (sc *Scenario) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %d candidate slots, TermLength %v, MaxClockSkew %v, PollInterval %v, push notifications %v\n",
+		sc.Seed, sc.N, sc.Term, sc.Skew, sc.pollInterval(), sc.Notifier)
+	for i := range sc.N {
+		zs := ""
+		if sc.ZeroSkew[i] {
+			zs = " (configured with MaxClockSkew 0)"
+		}
+		fmt.Fprintf(&b, "  slot %d clock: offset %+v, drift %+.1f ppm%s\n", i, sc.Offsets[i], sc.Drift[i]*1e6, zs)
+	}
+	fmt.Fprintf(&b, "  faults until %v: latency up to %v/leg, slow %.3f, fail %.3f, lost response %.3f, late write %.3f, push fail %.3f, worker pause %.3f, step-down %.4f, DisableRelease %.2f\n",
+		sc.FaultEnd, sc.MaxLatency, sc.PSlow, sc.PFail, sc.PLostResponse, sc.PLate, sc.PPushFail, sc.PWorkerPause, sc.PStepDown, sc.PDisableRelease)
+	fmt.Fprintf(&b, "  liveness bounds: recovery %v after faults stop, graceful handover %v\n", sc.RecoveryBound(), sc.HandoverBound())
+	fmt.Fprintf(&b, "  %d scheduled faults:\n", len(sc.Events))
+	for _, e := range sc.Events {
+		fmt.Fprintf(&b, "    %s  %s\n", fmtDur(e.At), e)
+	}
+	return b.String()
+}
+
+func fmtDur(d time.Duration) string { return fmt.Sprintf("%+10.4fs", d.Seconds()) }

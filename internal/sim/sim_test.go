@@ -1,0 +1,210 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	flagSeeds   = flag.Int("seeds", 0, "TestSweep: number of seeds to run (0: the quick sweep)")
+	flagStart   = flag.Uint64("start", 1, "TestSweep: first seed")
+	flagSeed    = flag.Uint64("seed", 0, "TestSweep: run only this seed and print its history")
+	flagRepeat  = flag.Int("repeat", 1, "TestSweep with -seed: run the seed this many times and report how often it reproduces")
+	flagPar     = flag.Int("par", 0, "TestSweep: seeds run in parallel (0: GOMAXPROCS)")
+	flagReports = flag.Int("reports", 3, "TestSweep: failing seeds reported in full")
+	flagControl = flag.String("control", "", "TestSweep: run with a negative control's breakage: offsets, zeroskew, stalestore or unfenced")
+)
+
+// controls are the negative controls' breakages, by name.
+var controls = map[string]Options{
+	"offsets":    {ClockSpread: 3},
+	"zeroskew":   {ZeroSkewFollowers: true},
+	"stalestore": {StaleWriteProb: 0.5},
+	"unfenced":   {Unfenced: true},
+}
+
+// sweepOptions returns the options the flags ask for.
+func sweepOptions(t *testing.T) Options {
+	o := Options{}
+	if *flagControl != "" {
+		var ok bool
+		if o, ok = controls[*flagControl]; !ok {
+			t.Fatalf("unknown -control %q", *flagControl)
+		}
+	}
+	return o
+}
+
+// controlSeeds is how many seeds each negative control runs: each must be
+// caught in at least one.
+const controlSeeds = 40
+
+// quickSeeds is what `go test ./...` runs: a few hundred seeds.
+const quickSeeds = 300
+
+func rerunCommand(seed uint64) string {
+	cmd := fmt.Sprintf("go test ./internal/sim/ -run 'TestSweep$' -seed %d -v", seed)
+	if *flagControl != "" {
+		cmd += " -control " + *flagControl
+	}
+	return cmd
+}
+
+// TestSweep runs the real engine on many seeds and fails on any broken
+// invariant, printing the failing seed's history and the command to rerun
+// it. Flags: -seeds, -start, -seed, -repeat, -par.
+func TestSweep(t *testing.T) {
+	if *flagSeed != 0 {
+		replay(t, *flagSeed, *flagRepeat)
+		return
+	}
+	n := *flagSeeds
+	if n == 0 {
+		n = quickSeeds
+		if testing.Short() {
+			n = quickSeeds / 5
+		}
+	}
+	par := *flagPar
+	if par <= 0 {
+		par = runtime.GOMAXPROCS(0)
+	}
+	opts := sweepOptions(t)
+	began := time.Now()
+	var (
+		mu      sync.Mutex
+		total   Stats
+		failed  []uint64
+		next    = *flagStart
+		last    = *flagStart + uint64(n)
+		done    int
+		reports int
+	)
+	t.Run("workers", func(t *testing.T) {
+		for w := range par {
+			t.Run(fmt.Sprint(w), func(t *testing.T) {
+				t.Parallel()
+				for {
+					mu.Lock()
+					seed := next
+					next++
+					mu.Unlock()
+					if seed >= last {
+						return
+					}
+					res := Run(t, seed, opts)
+					mu.Lock()
+					total.Add(res.Stats)
+					done++
+					if done%1000 == 0 {
+						t.Logf("%d seeds run in %v, %d failed so far", done, time.Since(began).Round(time.Second), len(failed))
+					}
+					if res.Failed() {
+						failed = append(failed, seed)
+						if reports < *flagReports {
+							reports++
+							t.Errorf("seed %d broke an invariant; rerun with:\n  %s\n%s", seed, rerunCommand(seed), res.Report(150, 20))
+						} else {
+							t.Errorf("seed %d broke an invariant: %s (rerun: %s)", seed, res.Violations[0], rerunCommand(seed))
+						}
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	})
+	t.Logf("sweep of seeds %d..%d in %v on %d workers:\n%s", *flagStart, last-1, time.Since(began).Round(time.Millisecond), par, total.String())
+	if len(failed) > 0 {
+		t.Logf("failing seeds: %v", failed)
+	}
+	// The pause faults must really produce the case only fencing covers,
+	// or the fencing checks prove nothing.
+	if n >= quickSeeds/5 && total.Fenced == 0 {
+		t.Errorf("no stale action ever reached the downstream: the worker pauses do not exercise fencing")
+	}
+}
+
+// replay runs one seed, repeat times, prints its history, and reports how
+// reproducible it is: how many runs broke an invariant and how many distinct
+// histories the runs took.
+func replay(t *testing.T, seed uint64, repeat int) {
+	var first *Result
+	failures := 0
+	digests := map[uint64]int{}
+	opts := sweepOptions(t)
+	for range max(repeat, 1) {
+		res := Run(t, seed, opts)
+		if first == nil {
+			first = res
+		}
+		if res.Failed() {
+			failures++
+		}
+		digests[res.Digest]++
+	}
+	t.Logf("%s", first.Report(len(first.History), len(first.History)))
+	t.Logf("stats:\n%s", first.Stats.String())
+	if repeat > 1 {
+		t.Logf("seed %d run %d times: %d broke an invariant; %d distinct histories", seed, repeat, failures, len(digests))
+	}
+	if failures > 0 {
+		t.Errorf("seed %d broke an invariant in %d of %d runs", seed, failures, max(repeat, 1))
+	}
+}
+
+// negativeControl runs seeds 1..seeds with a breakage, and fails unless at
+// least one breaks an invariant of kind: a checker that cannot fail is a
+// defect. It logs how many seeds caught it.
+func negativeControl(t *testing.T, control, kind string, seeds int) {
+	t.Helper()
+	o := controls[control]
+	caught := 0
+	var first *Result
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		res := Run(t, seed, o)
+		if !res.Has(kind) {
+			continue
+		}
+		caught++
+		if first == nil {
+			first = res
+			if testing.Short() {
+				break
+			}
+		}
+	}
+	if first == nil {
+		t.Fatalf("no %s violation in %d seeds: the checker cannot see this breakage", kind, seeds)
+	}
+	for _, v := range first.Violations {
+		if v.Kind == kind {
+			t.Logf("caught in %d of %d seeds; first: seed %d: %s\n  rerun: go test ./internal/sim/ -run 'TestSweep$' -seed %d -control %s -v",
+				caught, seeds, first.Scenario.Seed, v, first.Scenario.Seed, control)
+			break
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("%s", first.Report(40, 3))
+	}
+}
+
+// TestNegativeControls proves the checker can fail: each breakage must be
+// caught within a bounded number of seeds.
+func TestNegativeControls(t *testing.T) {
+	t.Run("clock offsets beyond MaxClockSkew", func(t *testing.T) {
+		negativeControl(t, "offsets", "mutual-exclusion", controlSeeds)
+	})
+	t.Run("followers configured with MaxClockSkew 0", func(t *testing.T) {
+		negativeControl(t, "zeroskew", "mutual-exclusion", controlSeeds)
+	})
+	t.Run("store accepting writes on stale tokens", func(t *testing.T) {
+		negativeControl(t, "stalestore", "mutual-exclusion", controlSeeds)
+	})
+	t.Run("downstream without fencing", func(t *testing.T) {
+		negativeControl(t, "unfenced", "fencing-downstream", controlSeeds)
+	})
+}
