@@ -42,7 +42,9 @@ type Config struct {
 	ConnectionParams []byte
 
 	// TermLength is how long an acquisition or extension lasts. A crashed
-	// leader is replaced after at most TermLength + MaxClockSkew; a shorter
+	// leader is replaced within TermLength + MaxClockSkew of its last
+	// extension as its successor's clock reads it (up to TermLength +
+	// 2 x MaxClockSkew of real time, if that clock is behind); a shorter
 	// term means faster failover and more writes (the leader writes twice
 	// per term). DefaultTermLength suits most jobs. It must be greater than
 	// 2 x MaxClockSkew; 4 x or more is recommended, so that the leader

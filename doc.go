@@ -47,7 +47,9 @@
 //
 // # Sizing
 //
-// A crashed leader is replaced after at most TermLength + MaxClockSkew. The
+// A crashed leader is replaced within TermLength + MaxClockSkew of its last
+// extension, on the successor's clock (up to TermLength + 2 x MaxClockSkew of
+// real time when that clock is behind the leader's). The
 // leader writes twice per term. TermLength must exceed 2 x MaxClockSkew;
 // use 4 x or more. [DefaultTermLength] and [DefaultMaxClockSkew] (15 s and
 // 1 s) suit hosts synchronised by NTP or a cloud time service.
