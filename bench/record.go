@@ -9,6 +9,8 @@ import (
 	"time"
 
 	leaderelection "github.com/racedecider/leaderelection"
+
+	clocks "github.com/vimeo/go-clocks"
 )
 
 // tenure is one candidate's time as leader, as its OnElected saw it.
@@ -343,12 +345,8 @@ func uniform(lo, hi time.Duration) time.Duration {
 
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !clocks.DefaultClock().SleepFor(ctx, d) {
 		return ctx.Err()
 	}
+	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	clocks "github.com/vimeo/go-clocks"
 )
 
 // Lock polling: the first retry comes after about minLockWait, and the wait
@@ -51,14 +53,10 @@ func (w *lockWaiter) wait(ctx context.Context) error {
 		w.cur = min(2*w.cur, maxLockWait)
 	}
 	// Jitter, so that processes polling together do not keep colliding.
-	t := time.NewTimer(w.cur/2 + rand.N(w.cur/2+1))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !clocks.DefaultClock().SleepFor(ctx, w.cur/2+rand.N(w.cur/2+1)) {
 		return ctx.Err()
 	}
+	return nil
 }
 
 // lock takes the in-process lock and then the file lock on d.lockPath,

@@ -10,6 +10,8 @@ import (
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/memory"
+
+	clocks "github.com/vimeo/go-clocks"
 )
 
 var (
@@ -162,15 +164,9 @@ func (a *access) chance(prob float64) bool {
 	return a.st.s.faultsOn() && a.p.float() < prob
 }
 
+// sleepCtx sleeps d (virtual time in the bubble), or until ctx ends.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clocks.DefaultClock().SleepFor(ctx, d)
 }
 
 // blocked handles a partition at send time: the request fails at once or
