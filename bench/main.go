@@ -100,30 +100,12 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	if s.latency < 0 || s.poll < 0 || s.watchPoll <= 0 {
 		errs = append(errs, errors.New("latencies and poll intervals must not be negative"))
 	}
-	if backends == "all" {
-		s.backends = backendNames
-	} else {
-		for b := range strings.SplitSeq(backends, ",") {
-			if b = strings.TrimSpace(b); !slices.Contains(backendNames, b) {
-				errs = append(errs, fmt.Errorf("unknown backend %q (known: %s, all)", b, strings.Join(backendNames, ", ")))
-			}
-			s.backends = append(s.backends, strings.TrimSpace(b))
-		}
-	}
 	var known []string
 	for _, sc := range scenarios {
 		known = append(known, sc.name)
 	}
-	if scens == "all" {
-		s.scenarios = known
-	} else {
-		for sc := range strings.SplitSeq(scens, ",") {
-			if sc = strings.TrimSpace(sc); !slices.Contains(known, sc) {
-				errs = append(errs, fmt.Errorf("unknown scenario %q (known: %s, all)", sc, strings.Join(known, ", ")))
-			}
-			s.scenarios = append(s.scenarios, strings.TrimSpace(sc))
-		}
-	}
+	s.backends, errs = parseList("backend", backends, backendNames, errs)
+	s.scenarios, errs = parseList("scenario", scens, known, errs)
 	return s, errors.Join(errs...)
 }
 
@@ -222,4 +204,21 @@ func writeJSON(rep *Report, path string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "JSON written to %s\n", path)
 	return nil
+}
+
+// parseList parses a comma-separated flag value naming some of known, or
+// "all", appending an error for each unknown name.
+func parseList(what, value string, known []string, errs []error) ([]string, []error) {
+	if value == "all" {
+		return known, errs
+	}
+	var out []string
+	for name := range strings.SplitSeq(value, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(known, name) {
+			errs = append(errs, fmt.Errorf("unknown %s %q (known: %s, all)", what, name, strings.Join(known, ", ")))
+		}
+		out = append(out, name)
+	}
+	return out, errs
 }
