@@ -242,7 +242,7 @@ func readRetrying(ctx context.Context, clock clocks.Clock, d RaceDecider, timeou
 func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
 	kept := cd.pending[:0]
 	for _, p := range cd.pending {
-		if p.on == rec.Token || p.writeID == rec.WriteID {
+		if p.on.SameVersion(rec.Token) || p.writeID == rec.WriteID {
 			kept = append(kept, p)
 		}
 	}

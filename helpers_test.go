@@ -20,10 +20,11 @@ var errInjected = errors.New("injected store failure")
 // WaitForChange only when the wrapped decider implements it and push is on.
 type faultyDecider struct {
 	leaderelection.RaceDecider
-	failAll       atomic.Bool  // every call fails
-	hang          atomic.Bool  // every call blocks until its context ends
-	applyThenFail atomic.Int32 // the next n writes are applied but report an error
-	reads, writes atomic.Int64
+	failAll        atomic.Bool  // every call fails
+	hang           atomic.Bool  // every call blocks until its context ends
+	applyThenFail  atomic.Int32 // the next n writes are applied but report an error
+	failNextWrites atomic.Int32 // the next n writes fail without being applied
+	reads, writes  atomic.Int64
 	// opLimit, when set, makes every call past that many take a virtual
 	// millisecond and fail, so that a busy loop lets virtual time move on
 	// and shows up as a failed check instead of a hung test.
@@ -60,6 +61,9 @@ func (f *faultyDecider) WriteEntry(ctx context.Context, e *entry.RaceEntry) (ent
 	f.writes.Add(1)
 	if err := f.fault(ctx); err != nil {
 		return entry.LeaderToken{}, err
+	}
+	if f.failNextWrites.Add(-1) >= 0 {
+		return entry.LeaderToken{}, errors.New("timeout: write not applied")
 	}
 	tok, err := f.RaceDecider.WriteEntry(ctx, e)
 	if err == nil && f.afterWrite != nil {

@@ -124,7 +124,7 @@ func (cd *candidate) extend(ctx context.Context, cur *entry.RaceEntry, tv *TimeV
 			return nil, false
 		case mine:
 			return stored, true
-		case stored.Token != cur.Token:
+		case !stored.Token.SameVersion(cur.Token):
 			return stored, false
 		}
 		// Not applied, and the record is still ours to extend.
@@ -162,7 +162,7 @@ func (cd *candidate) release(ctx context.Context, cur *entry.RaceEntry) *entry.R
 			// release that record instead.
 			cur = stored
 			continue
-		case stored.Token != cur.Token:
+		case !stored.Token.SameVersion(cur.Token):
 			return stored
 		}
 		if !cd.Clock.SleepFor(rctx, b.next()) {

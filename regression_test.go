@@ -125,3 +125,37 @@ func TestNilRecordFromBackendIsAnError(t *testing.T) {
 		}
 	})
 }
+
+// coarseReads reports a record's commit time at whole seconds on reads, as an
+// HTTP Last-Modified header does, while writes report it exactly.
+type coarseReads struct{ *faultyDecider }
+
+func (c coarseReads) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	rec, err := c.faultyDecider.ReadCurrent(ctx)
+	if err == nil {
+		rec.Token.CommitTime = rec.Token.CommitTime.Truncate(time.Second).Add(-time.Second)
+	}
+	return rec, err
+}
+
+// A failed extension read back unchanged is retried, even when the read
+// reports the record's commit time differently from the write: only the
+// version identifies a record.
+func TestFailedExtensionReadBackWithOtherCommitTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &faultyDecider{RaceDecider: memory.NewDecider()}
+		ousted := 0
+		m := newMonitor(t)
+		cfg := baseConfig(coarseReads{f}, "a", m, nil)
+		cfg.OnOusting = func(context.Context) { ousted++ }
+		stop := runCandidate(t, cfg)
+		a := next(m)
+		f.failNextWrites.Store(1) // the first extension
+		time.Sleep(2 * term)
+		synctest.Wait()
+		if ousted != 0 || !a.TV.ValueInFuture() {
+			t.Errorf("leader stepped down after one failed, unapplied extension (ousted %d times)", ousted)
+		}
+		stop()
+	})
+}

@@ -42,6 +42,11 @@ type LeaderToken struct {
 // IsZero reports whether t stands for a record that does not exist.
 func (t LeaderToken) IsZero() bool { return t.Version == "" }
 
+// SameVersion reports whether t and o identify the same stored record. Only
+// the Version counts: a store may report one record's CommitTime at different
+// precision on a write and on a read.
+func (t LeaderToken) SameVersion(o LeaderToken) bool { return t.Version == o.Version }
+
 // RaceEntry is the election record. See DESIGN.md in the repository for the
 // protocol that reads and writes it.
 type RaceEntry struct {
