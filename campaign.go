@@ -10,6 +10,7 @@ import (
 	clocks "github.com/vimeo/go-clocks"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/hooks"
 )
 
 // Acquire campaigns for leadership until ctx ends, then returns ctx's error.
@@ -30,7 +31,7 @@ func (c Config) Acquire(ctx context.Context) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	cd := &candidate{Config: c.withDefaults(), lastTerm: -1}
+	cd := &candidate{Config: c.withDefaults(), lastTerm: -1, rng: newRNG(hooks.Rand(ctx))}
 	cd.notifier, _ = c.Decider.(ChangeNotifier)
 	cd.log = cd.Logger.With("leader_id", cd.LeaderID)
 	err := cd.campaign(ctx)
@@ -63,6 +64,7 @@ type candidate struct {
 	Config
 	notifier ChangeNotifier
 	log      *slog.Logger
+	rng      *rng
 	// lastTerm is the tenure last reported to LeaderChanged.
 	lastTerm int64
 	// pending holds writes whose outcome was unknown and that may still be
@@ -117,7 +119,7 @@ func (cd *candidate) campaign(ctx context.Context) error {
 			continue
 		}
 		if !jittered {
-			if !cd.Clock.SleepFor(ctx, jitter(cd.herdJitter())) {
+			if !cd.Clock.SleepFor(ctx, cd.rng.jitter(cd.herdJitter())) {
 				return ctx.Err()
 			}
 			if rec, err = cd.read(ctx); err != nil {
@@ -155,11 +157,11 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 	// Just past the takeover time, as free() requires the clock to be after
 	// it: waking exactly on it would find the record not yet free and wait
 	// again for a moment already here.
-	until := rec.TermExpiry.Add(cd.MaxClockSkew + time.Nanosecond + jitter(cd.herdJitter()))
+	until := rec.TermExpiry.Add(cd.MaxClockSkew + time.Nanosecond + cd.rng.jitter(cd.herdJitter()))
 	if cd.notifier == nil {
 		// Jittered so that candidates started together do not poll, and
 		// then write, in step.
-		poll := cd.PollInterval - jitter(cd.PollInterval/4)
+		poll := cd.PollInterval - cd.rng.jitter(cd.PollInterval/4)
 		until = minTime(until, cd.Clock.Now().Add(poll))
 	}
 	pushed, quiet, err := waitForChangeUntil(ctx, cd.Clock, cd.notifier, rec.Token, until)
@@ -176,7 +178,7 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 		// A push wakes every waiter at once: spread them out, listening
 		// for the first one's write, which makes the others stand down.
 		again, quiet, err := waitForChangeUntil(ctx, cd.Clock, cd.notifier, pushed.Token,
-			cd.Clock.Now().Add(jitter(cd.herdJitter())))
+			cd.Clock.Now().Add(cd.rng.jitter(cd.herdJitter())))
 		switch {
 		case err != nil:
 			return nil, err
@@ -192,7 +194,7 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 // read reads the record, retrying failures with backoff until ctx ends. A
 // corrupt record is returned as an error at once.
 func (cd *candidate) read(ctx context.Context) (*entry.RaceEntry, error) {
-	return readRetrying(ctx, cd.Clock, cd.Decider, cd.opTimeout(), time.Time{}, func(err error) error {
+	return readRetrying(ctx, cd.Clock, cd.rng, cd.Decider, cd.opTimeout(), time.Time{}, func(err error) error {
 		if errors.Is(err, entry.ErrCorruptRecord) {
 			return fmt.Errorf("leaderelection: not campaigning on a record it cannot read: %w", err)
 		}
@@ -208,13 +210,13 @@ var errNoRecord = errors.New("leaderelection: the Decider's ReadCurrent returned
 // readRetrying reads until it succeeds, ctx ends, or deadline (if not zero)
 // passes. Each failure goes to onErr; a non-nil result from onErr stops the
 // retries and is returned.
-func readRetrying(ctx context.Context, clock clocks.Clock, d RaceDecider, timeout time.Duration, deadline time.Time, onErr func(error) error) (*entry.RaceEntry, error) {
+func readRetrying(ctx context.Context, clock clocks.Clock, r *rng, d RaceDecider, timeout time.Duration, deadline time.Time, onErr func(error) error) (*entry.RaceEntry, error) {
 	if !deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = clock.ContextWithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	b := newBackoff(timeout/64, timeout)
+	b := newBackoff(r, timeout/64, timeout)
 	for {
 		rctx, cancel := clock.ContextWithTimeout(ctx, timeout)
 		rec, err := d.ReadCurrent(rctx)
@@ -276,6 +278,15 @@ func (cd *candidate) ours(rec *entry.RaceEntry) bool {
 // that was applied. err is set only when ctx ended or the deadline passed with
 // the outcome still unknown.
 func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline time.Time) (stored *entry.RaceEntry, mine bool, err error) {
+	// A write sent now could only leave an outcome to resolve: its caller
+	// has stopped, or the term it serves is already over (a process that
+	// was paused wakes up here).
+	if ctx.Err() != nil {
+		return nil, false, ctx.Err()
+	}
+	if !cd.Clock.Now().Before(deadline) {
+		return nil, false, context.DeadlineExceeded
+	}
 	wctx, cancel := cd.Clock.ContextWithDeadline(ctx, deadline)
 	tok, werr := cd.Decider.WriteEntry(wctx, next)
 	cancel()
@@ -288,7 +299,7 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 		cd.log.Warn("write outcome unknown; reading it back", "election", next.ElectionNumber, "err", werr)
 	}
 	cd.pending = append(cd.pending, pendingWrite{writeID: next.WriteID, on: next.Token})
-	rec, rerr := readRetrying(ctx, cd.Clock, cd.Decider, cd.opTimeout(), deadline, func(err error) error {
+	rec, rerr := readRetrying(ctx, cd.Clock, cd.rng, cd.Decider, cd.opTimeout(), deadline, func(err error) error {
 		cd.log.Warn("reading back a write failed; retrying", "err", err)
 		return nil
 	})
@@ -314,7 +325,7 @@ func (cd *candidate) tryAcquire(ctx context.Context, rec *entry.RaceEntry) (won 
 		HostPort:         cd.HostPort,
 		ConnectionParams: cd.ConnectionParams,
 		TermExpiry:       t0.Add(cd.TermLength),
-		WriteID:          newWriteID(),
+		WriteID:          cd.rng.writeID(),
 		Token:            rec.Token,
 	}
 	// Past the expiry it asks for, a win would be worthless.

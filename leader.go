@@ -111,7 +111,7 @@ func (cd *candidate) extendAt(expiry time.Time) time.Time {
 // is ours: false with a record means another writer holds it; false with nil
 // means the term ran out or ctx ended.
 func (cd *candidate) extend(ctx context.Context, cur *entry.RaceEntry, tv *TimeView) (*entry.RaceEntry, bool) {
-	b := newBackoff(cd.TermLength/64, cd.TermLength/8)
+	b := newBackoff(cd.rng, cd.TermLength/64, cd.TermLength/8)
 	for {
 		t0 := cd.Clock.Now()
 		next := cd.successor(cur, t0.Add(cd.TermLength))
@@ -145,7 +145,7 @@ func (cd *candidate) release(ctx context.Context, cur *entry.RaceEntry) *entry.R
 	// pointless once another candidate may take over anyway.
 	rctx := context.WithoutCancel(ctx)
 	deadline := cur.TermExpiry.Add(cd.MaxClockSkew)
-	b := newBackoff(cd.TermLength/64, cd.TermLength/8)
+	b := newBackoff(cd.rng, cd.TermLength/64, cd.TermLength/8)
 	for {
 		next := cd.successor(cur, cd.Clock.Now())
 		next.Released = true
@@ -180,7 +180,7 @@ func (cd *candidate) successor(cur *entry.RaceEntry, expiry time.Time) *entry.Ra
 		HostPort:         cd.HostPort,
 		ConnectionParams: cd.ConnectionParams,
 		TermExpiry:       expiry,
-		WriteID:          newWriteID(),
+		WriteID:          cd.rng.writeID(),
 		Token:            cur.Token,
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	mrand "math/rand/v2"
+	"sync"
 	"time"
 
 	clocks "github.com/vimeo/go-clocks"
@@ -49,13 +50,14 @@ func waitForChangeUntil(ctx context.Context, clock clocks.Clock, n ChangeNotifie
 // jitter, so that candidates that failed together do not retry together.
 type backoff struct {
 	min, max, cur time.Duration
+	rng           *rng
 }
 
-func newBackoff(min, max time.Duration) backoff {
+func newBackoff(r *rng, min, max time.Duration) backoff {
 	if max < min {
 		max = min
 	}
-	return backoff{min: min, max: max}
+	return backoff{min: min, max: max, rng: r}
 }
 
 func (b *backoff) next() time.Duration {
@@ -64,21 +66,49 @@ func (b *backoff) next() time.Duration {
 	} else {
 		b.cur = min(2*b.cur, b.max)
 	}
-	return b.cur/2 + jitter(b.cur/2)
+	return b.cur/2 + b.rng.jitter(b.cur/2)
+}
+
+// rng makes the engine's random choices. A nil *rng uses the process-wide
+// sources; the simulation gives each candidate a seeded one (internal/hooks)
+// so that a run can be replayed.
+type rng struct {
+	mu sync.Mutex
+	r  *mrand.Rand
+}
+
+func newRNG(r *mrand.Rand) *rng {
+	if r == nil {
+		return nil
+	}
+	return &rng{r: r}
 }
 
 // jitter returns a random duration in [0, d).
-func jitter(d time.Duration) time.Duration {
+func (g *rng) jitter(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	return mrand.N(d)
+	if g == nil {
+		return mrand.N(d)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return time.Duration(g.r.Int64N(int64(d)))
 }
 
-// newWriteID returns a random id that tells one write attempt from another.
-func newWriteID() string {
+// writeID returns a random id that tells one write attempt from another.
+func (g *rng) writeID() string {
 	var b [12]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	if g == nil {
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	} else {
+		g.mu.Lock()
+		for i := range b {
+			b[i] = byte(g.r.Uint32())
+		}
+		g.mu.Unlock()
+	}
 	return hex.EncodeToString(b[:])
 }
 
