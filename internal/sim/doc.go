@@ -82,11 +82,20 @@
 //
 // # Reproducibility
 //
-// The scenario, the clocks and each incarnation's store faults come from the
-// seed. Two things do not: the engine's jitter (math/rand/v2's global source)
-// and the order of goroutines that run at the same virtual instant. So a
-// rerun of a seed takes the same course only until the first jitter draw,
-// and a failing seed reproduces often but not always (see the README).
+// A seed fixes the whole course of a run: the scenario, the clocks, each
+// incarnation's store faults and worker faults (separate streams, as they are
+// drawn on different goroutines), and the engine's own random choices (jitter,
+// backoff, write ids), which Acquire draws from a seeded source handed over
+// through internal/hooks. Goroutines that wake at the same virtual instant
+// still run in no fixed order, so the sim keeps that order from mattering:
+// goroutines a pause held resume in the order they arrived, a nanosecond
+// apart; a stall catches every goroutine that reads the clock at its instant;
+// a call ended by its context reports the same error whether a deadline or a
+// cancellation due at that instant came first; and a reaped process's last
+// steps are not recorded. The history's digest treats the events of one
+// instant as a set. TestReplay runs seeds twice and requires the same
+// events at the same instants, and each negative control reruns the seed
+// that caught it.
 //
 // # Entry points
 //

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -179,11 +180,26 @@ func (r *Result) Report(before, after int) string {
 	return b.String()
 }
 
+// digest hashes a history as the set of events at each virtual instant:
+// goroutines that run at the same instant record their events in no fixed
+// order, and that order is not part of the course a run takes.
 func digest(h []Event) uint64 {
 	f := fnv.New64a()
-	for _, e := range h {
-		fmt.Fprintf(f, "%d %s %s\n", e.At, e.Who, e.What)
+	var same []string
+	flush := func() {
+		slices.Sort(same)
+		for _, line := range same {
+			f.Write([]byte(line))
+		}
+		same = same[:0]
 	}
+	for i, e := range h {
+		if i > 0 && e.At != h[i-1].At {
+			flush()
+		}
+		same = append(same, fmt.Sprintf("%d %s %s\n", e.At, e.Who, e.What))
+	}
+	flush()
 	return f.Sum64()
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	leaderelection "github.com/racedecider/leaderelection"
@@ -36,12 +37,20 @@ type proc struct {
 	// frozen is non-nil while the process is paused or crashed: every
 	// gate blocks until it is closed.
 	frozen     chan struct{}
+	held       int       // instants at which the current freeze held goroutines at the gate
+	heldAt     time.Time // the last of them
 	pauseUntil time.Time
-	crashed    bool // frozen until the end of the run
-	dead       bool // reaped at the end of the run: its calls fail at once
-	stopped    bool // its Acquire was cancelled
-	stall      time.Duration
-	rng        *rand.Rand
+	crashed    bool          // frozen until the end of the run
+	dead       bool          // reaped at the end of the run: its calls fail at once
+	reaped     atomic.Bool   // dead, for readers that must not take mu
+	stopped    bool          // its Acquire was cancelled
+	stall      time.Duration // a stall due at the next clock reading
+	stallAt    time.Time     // when the last stall began, and for how long
+	stallFor   time.Duration
+	// ops decides the fate of store calls, work the worker's pauses and
+	// step-downs: separate streams, as the two run on different goroutines
+	// whose draws would otherwise interleave differently from run to run.
+	ops, work stream
 
 	reads, writes, pushes int
 	opsByTerm             map[int64]int // ops per term-length window of virtual time
@@ -57,6 +66,13 @@ func (p *proc) gate() bool {
 	for {
 		p.mu.Lock()
 		ch, dead := p.frozen, p.dead
+		if ch != nil {
+			if now := time.Now(); !now.Equal(p.heldAt) {
+				p.held++
+				p.heldAt = now
+			}
+		}
+		rank := p.held
 		p.mu.Unlock()
 		if dead {
 			return false
@@ -65,18 +81,36 @@ func (p *proc) gate() bool {
 			return true
 		}
 		<-ch
+		// Released together, the goroutines a freeze held would run in no
+		// fixed order: they go on in the order they arrived, a nanosecond
+		// apart, so that a rerun takes the same course. (Those that arrived
+		// at one instant go on together, as they would have.)
+		time.Sleep(time.Duration(rank) * time.Nanosecond)
 	}
 }
 
 // afterClockRead runs a scheduled stall: the process pauses right after
 // reading its clock, and goes on with the stale reading.
+//
+// Every goroutine of the process that reads the clock at that same virtual
+// instant stalls with it: which of them reads first is not fixed, and the
+// run must not depend on it.
 func (p *proc) afterClockRead() {
+	now := time.Now()
 	p.mu.Lock()
 	d := p.stall
-	p.stall = 0
+	first := d > 0
+	if first {
+		p.stall = 0
+		p.stallAt, p.stallFor = now, d
+	} else if now.Equal(p.stallAt) {
+		d = p.stallFor
+	}
 	p.mu.Unlock()
 	if d > 0 {
-		p.s.event(p.id, "stalls for %v right after reading its clock", d)
+		if first {
+			p.s.event(p.id, "stalls for %v right after reading its clock", d)
+		}
 		p.s.faultSleep(d)
 		p.gate()
 	}
@@ -95,6 +129,7 @@ func (p *proc) pause(d time.Duration) {
 	}
 	if p.frozen == nil {
 		p.frozen = make(chan struct{})
+		p.held, p.heldAt = 0, time.Time{}
 	}
 	time.AfterFunc(d, p.maybeResume)
 }
@@ -129,6 +164,7 @@ func (p *proc) crash() {
 	p.crashed = true
 	if p.frozen == nil {
 		p.frozen = make(chan struct{})
+		p.held, p.heldAt = 0, time.Time{}
 	}
 }
 
@@ -137,6 +173,7 @@ func (p *proc) crash() {
 func (p *proc) reap() {
 	p.mu.Lock()
 	p.dead = true
+	p.reaped.Store(true)
 	if p.frozen != nil {
 		close(p.frozen)
 		p.frozen = nil
@@ -158,18 +195,28 @@ func (p *proc) setStall(d time.Duration) {
 	p.stall = d
 }
 
-// float draws from the incarnation's own random stream, so that its k-th
-// store operation gets the same fate whatever the other goroutines do.
-func (p *proc) float() float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.rng.Float64()
+// stream is one of an incarnation's own random streams, so that, for
+// example, its k-th store operation gets the same fate whatever the other
+// incarnations do.
+type stream struct {
+	mu sync.Mutex
+	r  *rand.Rand
 }
 
-func (p *proc) uniform(lo, hi time.Duration) time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return uniform(p.rng, lo, hi)
+func newStream(seed uint64, slot, inc int, kind uint64) stream {
+	return stream{r: rand.New(rand.NewPCG(seed, kind<<62|uint64(slot)<<32|uint64(inc)))}
+}
+
+func (st *stream) float() float64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.r.Float64()
+}
+
+func (st *stream) uniform(lo, hi time.Duration) time.Duration {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return uniform(st.r, lo, hi)
 }
 
 // spinLimit is how many store calls one incarnation may make at a single
@@ -256,8 +303,8 @@ func (p *proc) onElected(ctx context.Context, tv *leaderelection.TimeView) {
 			continue // the engine ends the tenure; wait for the context
 		}
 		tok := tv.Term()
-		if p.s.faultsOn() && p.float() < sc.PWorkerPause {
-			d := p.uniform(sc.Term/10, 2*sc.Term)
+		if p.s.faultsOn() && p.work.float() < sc.PWorkerPause {
+			d := p.work.uniform(sc.Term/10, 2*sc.Term)
 			p.s.count("worker-pause")
 			p.s.event(p.id, "worker checked its TimeView (term %d) and pauses %v before acting", tok, d)
 			p.s.faultSleep(d)
@@ -266,7 +313,7 @@ func (p *proc) onElected(ctx context.Context, tv *leaderelection.TimeView) {
 			return
 		}
 		p.s.down.act(p, tn, tok)
-		if p.s.faultsOn() && p.float() < sc.PStepDown {
+		if p.s.faultsOn() && p.work.float() < sc.PStepDown {
 			p.s.count("step-down")
 			p.s.event(p.id, "OnElected returns on its own (steps down)")
 			return

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/internal/hooks"
 )
 
 // sim is one run: the scenario, the candidates, the store, the downstream
@@ -153,6 +154,11 @@ func (s *sim) event(who, format string, args ...any) {
 	at := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if p := s.byID[who]; p != nil && p.reaped.Load() {
+		// What a reaped process does on its way out is not part of the
+		// run, and its goroutines unwind in no fixed order.
+		return
+	}
 	s.history = append(s.history, Event{At: at, Who: who, What: fmt.Sprintf(format, args...)})
 }
 
@@ -571,7 +577,8 @@ func (s *sim) startProc(slot int) *proc {
 		id:        fmt.Sprintf("c%d.%d", slot, inc),
 		host:      s.hostClock(slot),
 		done:      make(chan struct{}),
-		rng:       rand.New(rand.NewPCG(sc.Seed, uint64(slot)<<32|uint64(inc))),
+		ops:       newStream(sc.Seed, slot, inc, 0),
+		work:      newStream(sc.Seed, slot, inc, 1),
 		opsByTerm: map[int64]int{},
 		skew:      sc.Skew,
 	}
@@ -579,13 +586,16 @@ func (s *sim) startProc(slot int) *proc {
 	if sc.ZeroSkew[slot] {
 		p.skew = 0
 	}
-	p.disableRelease = s.faultsOn() && p.rng.Float64() < sc.PDisableRelease
+	p.disableRelease = s.faultsOn() && p.work.float() < sc.PDisableRelease
 	var d leaderelection.RaceDecider = &access{st: s.st, p: p}
 	if sc.Notifier {
 		d = pushAccess{&access{st: s.st, p: p}}
 	}
 	cfg := p.config(d)
-	ctx, cancel := context.WithCancel(context.Background())
+	// The engine's own random choices come from the seed too, so that a
+	// rerun takes the same course.
+	engineRand := rand.New(rand.NewPCG(sc.Seed, 2<<62|uint64(slot)<<32|uint64(inc)))
+	ctx, cancel := context.WithCancel(hooks.WithRand(context.Background(), engineRand))
 	p.cancel = cancel
 	s.mu.Lock()
 	s.procs = append(s.procs, p)

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -180,6 +182,11 @@ func negativeControl(t *testing.T, control, kind string, seeds int) {
 	if first == nil {
 		t.Fatalf("no %s violation in %d seeds: the checker cannot see this breakage", kind, seeds)
 	}
+	// The failing seed must fail again, the same way.
+	again := Run(t, first.Scenario.Seed, o)
+	if d := firstDifference(first, again); d != "" {
+		t.Errorf("failing seed %d did not reproduce: %s", first.Scenario.Seed, d)
+	}
 	for _, v := range first.Violations {
 		if v.Kind == kind {
 			t.Logf("caught in %d of %d seeds; first: seed %d: %s\n  rerun: go test ./internal/sim/ -run 'TestSweep$' -seed %d -control %s -v",
@@ -207,4 +214,83 @@ func TestNegativeControls(t *testing.T) {
 	t.Run("downstream without fencing", func(t *testing.T) {
 		negativeControl(t, "unfenced", "fencing-downstream", controlSeeds)
 	})
+}
+
+// replaySeeds is how many ordinary seeds TestReplay runs twice.
+const replaySeeds = 25
+
+// TestReplay checks that a seed fixes the whole course of a run: two runs
+// of each seed record the same events at the same virtual instants.
+func TestReplay(t *testing.T) {
+	n := replaySeeds
+	if testing.Short() {
+		n = 5
+	}
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		a, b := Run(t, seed, Options{}), Run(t, seed, Options{})
+		if d := firstDifference(a, b); d != "" {
+			t.Errorf("seed %d took two courses: %s", seed, d)
+		}
+	}
+}
+
+// firstDifference describes the first virtual instant at which two runs'
+// histories differ, or returns "" if they took the same course. Events at
+// one instant may be recorded in any order (see digest).
+func firstDifference(a, b *Result) string {
+	if a.Digest == b.Digest && len(a.History) == len(b.History) {
+		return ""
+	}
+	at := func(h []Event, i int) time.Duration {
+		if i < len(h) {
+			return h[i].At
+		}
+		return -1
+	}
+	group := func(h []Event, from int) ([]string, int) {
+		var out []string
+		i := from
+		for ; i < len(h) && h[i].At == h[from].At; i++ {
+			out = append(out, h[i].String())
+		}
+		slices.Sort(out)
+		return out, i
+	}
+	for i, j := 0, 0; i < len(a.History) || j < len(b.History); {
+		if at(a.History, i) != at(b.History, j) || i >= len(a.History) || j >= len(b.History) {
+			return fmt.Sprintf("one run has an event at %v, the other at %v", at(a.History, i), at(b.History, j))
+		}
+		ga, ni := group(a.History, i)
+		gb, nj := group(b.History, j)
+		if !slices.Equal(ga, gb) {
+			return fmt.Sprintf("at %v, one run recorded\n  %s\nthe other\n  %s", a.History[i].At,
+				strings.Join(ga, "\n  "), strings.Join(gb, "\n  "))
+		}
+		i, j = ni, nj
+	}
+	return "the histories' digests differ"
+}
+
+// TestFirstDifference checks the replay comparison itself: events at one
+// instant in another order are the same course; anything else is not.
+func TestFirstDifference(t *testing.T) {
+	mk := func(evs ...Event) *Result { return &Result{History: evs, Digest: digest(evs)} }
+	a := Event{At: 1, Who: "c0.1", What: "sends"}
+	b := Event{At: 1, Who: "c1.1", What: "reads"}
+	c := Event{At: 2, Who: "store", What: "applies"}
+	if d := firstDifference(mk(a, b, c), mk(b, a, c)); d != "" {
+		t.Errorf("same events at one instant, reordered: %s", d)
+	}
+	later := c
+	later.At = 3
+	for name, other := range map[string]*Result{
+		"an event changed":  mk(a, Event{At: 1, Who: "c1.1", What: "writes"}, c),
+		"an event missing":  mk(a, b),
+		"an event moved":    mk(a, b, later),
+		"an instant merged": mk(a, b, Event{At: 1, Who: "store", What: "applies"}),
+	} {
+		if firstDifference(mk(a, b, c), other) == "" {
+			t.Errorf("%s: no difference found", name)
+		}
+	}
 }

@@ -67,7 +67,10 @@ func (st *store) wasAccepted(id string, term int64, expiry time.Time) bool {
 
 // apply performs a write that has reached the store, and checks it against
 // the record it replaces.
-func (st *store) apply(p *proc, e *entry.RaceEntry) (entry.LeaderToken, error) {
+//
+// acceptStale makes it the negative control's broken store for this write:
+// one that applies it even if it is conditioned on a stale version.
+func (st *store) apply(p *proc, e *entry.RaceEntry, acceptStale bool) (entry.LeaderToken, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s := st.s
@@ -77,7 +80,7 @@ func (st *store) apply(p *proc, e *entry.RaceEntry) (entry.LeaderToken, error) {
 	}
 	var tok entry.LeaderToken
 	if prev.Token.Version != e.Token.Version {
-		if s.opt.StaleWriteProb == 0 || p.float() >= s.opt.StaleWriteProb {
+		if !acceptStale {
 			s.event("store", "rejects %s from %s: conditioned on v%q, stored v%q", s.fmtRecord(e), p, e.Token.Version, prev.Token.Version)
 			return entry.LeaderToken{}, fmt.Errorf("sim: conditioned on v%q, stored v%q: %w", e.Token.Version, prev.Token.Version, entry.ErrRaceLost)
 		}
@@ -150,18 +153,18 @@ var (
 func (a *access) leg() time.Duration {
 	sc := a.st.s.sc
 	if !a.st.s.faultsOn() {
-		return a.p.uniform(quietLatency/20, quietLatency)
+		return a.p.ops.uniform(quietLatency/20, quietLatency)
 	}
-	if a.p.float() < sc.PSlow {
+	if a.p.ops.float() < sc.PSlow {
 		a.st.s.count("slow-op")
-		return a.p.uniform(sc.MaxLatency, sc.Term/2)
+		return a.p.ops.uniform(sc.MaxLatency, sc.Term/2)
 	}
-	return a.p.uniform(sc.MaxLatency/20, sc.MaxLatency)
+	return a.p.ops.uniform(sc.MaxLatency/20, sc.MaxLatency)
 }
 
 // chance reports whether a fault of probability prob strikes this op.
 func (a *access) chance(prob float64) bool {
-	return a.st.s.faultsOn() && a.p.float() < prob
+	return a.st.s.faultsOn() && a.p.ops.float() < prob
 }
 
 // sleepCtx sleeps d (virtual time in the bubble), or until ctx ends.
@@ -178,15 +181,27 @@ func (a *access) blocked(ctx context.Context, op string) error {
 	}
 	if hang {
 		<-ctx.Done()
-		return fmt.Errorf("sim: %s hung (partitioned): %w", op, ctx.Err())
+		return ctxEnded{op + " hung (partitioned)", ctx.Err()}
 	}
 	sleepCtx(ctx, quietLatency)
 	return fmt.Errorf("sim: %s: %w", op, errPartitioned)
 }
 
 func (a *access) ctxErr(ctx context.Context, op string) error {
-	return fmt.Errorf("sim: %s: %w", op, ctx.Err())
+	return ctxEnded{op, ctx.Err()}
 }
+
+// ctxEnded is a call given up because its context ended. Its text does not
+// say how: a deadline and a cancellation due at the same virtual instant
+// (a write's deadline and the leader's watchdog, say) end it in either
+// order, and the history must not depend on which came first.
+type ctxEnded struct {
+	op  string
+	err error
+}
+
+func (e ctxEnded) Error() string { return "sim: " + e.op + ": its context ended" }
+func (e ctxEnded) Unwrap() error { return e.err }
 
 // respond delivers a response: a paused process receives it when it
 // resumes, a reaped one not at all. The checker looks right after.
@@ -248,9 +263,11 @@ func (a *access) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.Lead
 	}
 	send := a.leg()
 	if a.chance(s.sc.PLate) {
-		send = p.uniform(s.sc.Term/4, maxLateWrite*s.sc.Term)
+		send = p.ops.uniform(s.sc.Term/4, maxLateWrite*s.sc.Term)
 		s.event(p.id, "its write (election %d) will sit in a queue for %v", e.ElectionNumber, send)
 	}
+	// Drawn now, on the caller's goroutine, to keep the ops stream in order.
+	acceptStale := s.opt.StaleWriteProb > 0 && p.ops.float() < s.opt.StaleWriteProb
 	e = e.Clone()
 	type result struct {
 		tok entry.LeaderToken
@@ -263,7 +280,7 @@ func (a *access) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.Lead
 	go func() {
 		defer a.st.inflight.Done()
 		time.Sleep(send)
-		tok, err := a.st.apply(p, e)
+		tok, err := a.st.apply(p, e, acceptStale)
 		mu.Lock()
 		if gaveUp && err == nil {
 			s.count("late-write")
@@ -276,7 +293,7 @@ func (a *access) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.Lead
 		mu.Lock()
 		gaveUp = true
 		mu.Unlock()
-		s.event(p.id, "gives up waiting for its write (election %d): %v", e.ElectionNumber, ctx.Err())
+		s.event(p.id, "gives up waiting for its write (election %d): its context ended", e.ElectionNumber)
 		return zero, a.ctxErr(ctx, "write")
 	}
 	var r result
