@@ -405,6 +405,7 @@ func TestValidate(t *testing.T) {
 		{"negative skew", func(c *leaderelection.Config) { c.MaxClockSkew = -time.Millisecond }, []string{"MaxClockSkew (-1ms) must not be negative"}},
 		{"term vs skew", func(c *leaderelection.Config) { c.MaxClockSkew = 500 * time.Millisecond },
 			[]string{"TermLength (1s) must be greater than 2 x MaxClockSkew (500ms)", "4 x (2s)"}},
+		{"negative candidates", func(c *leaderelection.Config) { c.ExpectedCandidates = -2 }, []string{"ExpectedCandidates (-2) must not be negative"}},
 		{"several", func(c *leaderelection.Config) { c.Decider = nil; c.LeaderID = "" }, []string{"nil Decider", "empty LeaderID"}},
 	}
 	for _, c := range cases {

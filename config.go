@@ -20,6 +20,9 @@ const (
 	// DefaultMaxClockSkew is generous for hosts synchronised by NTP or a
 	// cloud provider's time service, which keep within a few milliseconds.
 	DefaultMaxClockSkew = time.Second
+	// DefaultExpectedCandidates is the ExpectedCandidates a Config gets when
+	// it sets none: a leader and two stand-bys.
+	DefaultExpectedCandidates = 3
 )
 
 // Config describes one candidate. Fill it in, then call Acquire.
@@ -61,8 +64,22 @@ type Config struct {
 
 	// PollInterval bounds how long a waiting candidate goes without reading
 	// the record when the Decider cannot push changes, and so how long a
-	// release can go unnoticed. Zero means TermLength / 4.
+	// release can go unnoticed. Zero means TermLength / 4, or
+	// ExpectedCandidates x TermLength / 64 if that is longer: with N
+	// candidates polling, one finds a release after about PollInterval / N,
+	// and two find it within a store round trip of each other (and both
+	// write) less often the longer the interval.
 	PollInterval time.Duration
+
+	// ExpectedCandidates is about how many candidates campaign for this
+	// election. Candidates that find the record free together (woken by the
+	// same release, or started at once) each wait a random while before
+	// writing, over a window that grows with this number and with the
+	// store's round trip, so that usually only one writes and the others
+	// see its write in time. Too low a value costs failed writes when many
+	// candidates wake together; too high a value slows a hand-over between
+	// few candidates by a few round trips. Zero means 3.
+	ExpectedCandidates int
 
 	// DisableRelease, when true, keeps the term held when Acquire's context
 	// ends: the next leader waits for it to expire instead of taking over
@@ -108,6 +125,9 @@ func (c *Config) Validate() error {
 	if c.LeaderID == "" {
 		errs = append(errs, errors.New("empty LeaderID"))
 	}
+	if c.ExpectedCandidates < 0 {
+		errs = append(errs, fmt.Errorf("ExpectedCandidates (%d) must not be negative", c.ExpectedCandidates))
+	}
 	errs = append(errs, validateTiming(c.TermLength, c.MaxClockSkew, c.PollInterval)...)
 	if len(errs) == 0 {
 		return nil
@@ -146,7 +166,10 @@ func orDefault(d, def time.Duration) time.Duration {
 // withDefaults returns a copy of c with its zero fields filled in.
 func (c *Config) withDefaults() Config {
 	d := *c
-	d.PollInterval = orDefault(d.PollInterval, d.TermLength/4)
+	if d.ExpectedCandidates == 0 {
+		d.ExpectedCandidates = DefaultExpectedCandidates
+	}
+	d.PollInterval = orDefault(d.PollInterval, max(d.TermLength/4, time.Duration(d.ExpectedCandidates)*d.TermLength/64))
 	if d.Clock == nil {
 		d.Clock = clocks.DefaultClock()
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -115,3 +116,23 @@ func (g *rng) writeID() string {
 // isRaceLost reports whether err is a lost race rather than an outcome that
 // might have been a success.
 func isRaceLost(err error) bool { return errors.Is(err, entry.ErrRaceLost) }
+
+// rttTracker estimates the store's round trip as the shortest of the last
+// few, so that one slow call (a retry, a connection set-up) does not widen
+// the herd window.
+type rttTracker struct {
+	samples [8]time.Duration
+	n       int
+}
+
+func (t *rttTracker) add(d time.Duration) {
+	t.samples[t.n%len(t.samples)] = max(d, 0)
+	t.n++
+}
+
+func (t *rttTracker) estimate() time.Duration {
+	if t.n == 0 {
+		return 0
+	}
+	return slices.Min(t.samples[:min(t.n, len(t.samples))])
+}

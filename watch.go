@@ -175,7 +175,7 @@ func (w *WatchConfig) next(ctx context.Context, n ChangeNotifier, rec *entry.Rac
 }
 
 func (w *WatchConfig) read(ctx context.Context) (*entry.RaceEntry, error) {
-	return readRetrying(ctx, w.Clock, nil, w.Decider, max(w.PollInterval, time.Second), time.Time{}, func(err error) error {
+	return readRetrying(ctx, w.Clock, nil, nil, w.Decider, max(w.PollInterval, time.Second), time.Time{}, func(err error) error {
 		w.Logger.Warn("watch: reading the election record failed; retrying", "err", err)
 		if w.OnError != nil {
 			w.OnError(ctx, err)

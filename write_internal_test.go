@@ -47,3 +47,60 @@ func TestWriteNotSentWhenTooLate(t *testing.T) {
 		t.Errorf("in time: mine = %v, err = %v, %d writes; want a write that is ours", mine, err, d.writes)
 	}
 }
+
+// The herd window grows with the expected number of candidates and with the
+// store's round trip (the shortest of the last 8), within a share of the term.
+func TestHerdJitter(t *testing.T) {
+	const term = 2 * time.Second
+	for _, tc := range []struct {
+		candidates int
+		rtts       []time.Duration
+		want       time.Duration
+	}{
+		{0, []time.Duration{5 * time.Millisecond}, 20 * time.Millisecond}, // default 3: 2 others x 2 rtt
+		{3, nil, 0}, // no round trip measured yet
+		{1, []time.Duration{5 * time.Millisecond}, 0},                                                         // alone
+		{3, []time.Duration{time.Second}, term / 16},                                                          // slow store: the cap
+		{3, []time.Duration{time.Second, 5 * time.Millisecond, 90 * time.Millisecond}, 20 * time.Millisecond}, // the shortest
+		{9, []time.Duration{time.Millisecond}, 24 * time.Millisecond},                                         // 8 others x 3 rtt
+		{50, []time.Duration{5 * time.Millisecond}, term / 2},                                                 // 49 x 4.3 x 5 ms is over the cap
+		{50, []time.Duration{time.Millisecond}, 210 * time.Millisecond},                                       // 49 x 4.31 rtt (rounded below)
+	} {
+		c := Config{Decider: &countingDecider{}, LeaderID: "a", TermLength: term, ExpectedCandidates: tc.candidates,
+			OnElected: func(context.Context, *TimeView) {}}
+		cd := &candidate{Config: c.withDefaults()}
+		for _, d := range tc.rtts {
+			cd.rtt.add(d)
+		}
+		got := cd.herdJitter()
+		if got < tc.want || got > tc.want+tc.want/50 {
+			t.Errorf("ExpectedCandidates %d, round trips %v: window %v, want %v", tc.candidates, tc.rtts, got, tc.want)
+		}
+	}
+}
+
+func TestRTTTrackerForgetsOldSamples(t *testing.T) {
+	var r rttTracker
+	r.add(time.Millisecond)
+	for range 8 {
+		r.add(10 * time.Millisecond)
+	}
+	if got := r.estimate(); got != 10*time.Millisecond {
+		t.Errorf("estimate %v after 8 newer samples of 10ms, want 10ms", got)
+	}
+}
+
+// With many candidates, the default poll interval grows, so that a release is
+// still found quickly (one of N finds it after about PollInterval/N) while
+// two rarely find it within one round trip.
+func TestDefaultPollInterval(t *testing.T) {
+	for _, tc := range []struct {
+		candidates int
+		want       time.Duration
+	}{{0, time.Second / 2}, {16, time.Second / 2}, {50, 50 * 2 * time.Second / 64}} {
+		c := Config{TermLength: 2 * time.Second, ExpectedCandidates: tc.candidates}
+		if got := c.withDefaults().PollInterval; got != tc.want {
+			t.Errorf("ExpectedCandidates %d: PollInterval %v, want %v", tc.candidates, got, tc.want)
+		}
+	}
+}

@@ -194,6 +194,9 @@ type cluster struct {
 	rec *recorder
 	ctx context.Context
 
+	// expected is the candidates' ExpectedCandidates (0: the default).
+	expected int
+
 	mu       sync.Mutex
 	seq      int
 	cands    map[string]*candidate
@@ -231,6 +234,8 @@ func (c *cluster) start() *candidate {
 		MaxClockSkew: c.cfg.skew,
 		PollInterval: c.cfg.poll,
 		OnElected:    c.rec.onElected(id),
+		// As a user running this many candidates would set it.
+		ExpectedCandidates: c.expected,
 	}
 	go func() { cd.done <- cfg.Acquire(ctx) }()
 	c.mu.Lock()

@@ -460,6 +460,7 @@ func runHerd(ctx context.Context, s *settings, b *backend) ([]Metric, error) {
 	tail := s.term / 8
 	var startup herdSample
 	samples, err := withCluster(ctx, s, b, func(c *cluster) ([]herdSample, error) {
+		c.expected = s.herd
 		t0 := time.Now()
 		c.startN(s.herd)
 		tn, err := c.rec.next(ctx, s.patience())
@@ -510,6 +511,11 @@ func runHerd(ctx context.Context, s *settings, b *backend) ([]Metric, error) {
 	win := fmt.Sprintf("from the cancel to %v after the election", tail)
 	tm := metric("herd", "cancel to next OnElected", "ms", msStat(elect))
 	tm = tm.withTarget("median <= 50 ms", tm.Median <= 50)
+	if s.poll == 0 {
+		tm = tm.withNote(fmt.Sprintf("ExpectedCandidates %d, and the default PollInterval for it", s.herd))
+	} else {
+		tm = tm.withNote(fmt.Sprintf("ExpectedCandidates %d", s.herd))
+	}
 	wm := metric("herd", "writes to elect (incl. release)", "writes", statOf(writes)).withNote(win)
 	wm = wm.withTarget("<= 3", wm.Max <= 3)
 	return []Metric{

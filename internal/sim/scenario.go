@@ -126,9 +126,10 @@ const (
 	maxLateWrite = 2                    // a late write is applied at most this many terms after it was sent
 )
 
-// herdJitter mirrors the engine's spreading window for candidates configured
-// with skew (min(skew/2, term/16)).
-func herdJitter(term, skew time.Duration) time.Duration { return min(skew/2, term/16) }
+// herdJitter bounds the engine's spreading window for candidates with the
+// default ExpectedCandidates (3): at most term/16, whatever the store's
+// round trip.
+func herdJitter(term time.Duration) time.Duration { return term / 16 }
 
 // margin is what the liveness bounds allow for store latency and scheduling.
 func (sc *Scenario) margin() time.Duration { return 40 * quietLatency }
@@ -140,13 +141,13 @@ func (sc *Scenario) margin() time.Duration { return 40 * quietLatency }
 // time), plus jitter (twice: before the first write of a campaign and after
 // a wake-up) and a few store round trips.
 func (sc *Scenario) RecoveryBound() time.Duration {
-	return sc.Term + 2*sc.Skew + 2*herdJitter(sc.Term, sc.Skew) + sc.margin()
+	return sc.Term + 2*sc.Skew + 2*herdJitter(sc.Term) + sc.margin()
 }
 
 // HandoverBound is how long a graceful release may take to be taken over:
 // waiting candidates learn of it by a push, or by their next poll.
 func (sc *Scenario) HandoverBound() time.Duration {
-	b := 2*herdJitter(sc.Term, sc.Skew) + sc.margin()
+	b := 2*herdJitter(sc.Term) + sc.margin()
 	if !sc.Notifier {
 		b += sc.pollInterval()
 	}
