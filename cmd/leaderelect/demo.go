@@ -115,6 +115,8 @@ type demo struct {
 	crashAt, expiredAt time.Time
 	crashTakeover      [2]time.Duration // after the crash, after the term's end
 	releasedAt         time.Time
+	leaving            string    // the leader that shuts down cleanly
+	shutdownAt         time.Time // when it was told to
 	handover           time.Duration
 	elections          []string
 }
@@ -229,6 +231,12 @@ func (d *demo) onChange(ctx context.Context, c leaderelection.Change) {
 				d.expiredAt = d.last.Entry.TermExpiry
 			case leaderelection.LeaderReleased:
 				how = fmt.Sprintf("took over %s after the release", durationText(now.Sub(d.releasedAt)))
+			default:
+				// A release taken over at once can be replaced before
+				// the watcher reads it: only the new leader is seen.
+				if d.leaving != "" && d.last.Entry.LeaderID == d.leaving {
+					how = fmt.Sprintf("took over %s after %s shut down and released", durationText(now.Sub(d.shutdownAt)), d.leaving)
+				}
 			}
 		}
 		d.elections = append(d.elections, fmt.Sprintf("%s (%d)", e.LeaderID, e.Term))
@@ -356,14 +364,17 @@ func (d *demo) scenario(ctx context.Context, nodes map[string]*demoNode) error {
 		return err
 	}
 	leaving := nodeOf(nodes, third.Entry.LeaderID)
-	d.say(leaving.id, "SHUTS DOWN", "cleanly: stops working, then releases its term")
+	d.mu.Lock()
+	d.leaving, d.shutdownAt = leaving.id, time.Now()
+	d.line(leaving.id, "SHUTS DOWN", "cleanly: stops working, then releases its term")
+	d.mu.Unlock()
 	leaving.cancel()
 	fourth, err := d.awaitElected(ctx, third.Entry.Term)
 	if err != nil {
 		return err
 	}
 	d.mu.Lock()
-	d.handover = time.Since(d.releasedAt)
+	d.handover = time.Since(d.shutdownAt)
 	d.mu.Unlock()
 	if err := d.awaitExtended(ctx, fourth.Entry.Term); err != nil {
 		return err
@@ -497,7 +508,7 @@ Summary after %s:
   at most one leader at a time:    %s
   takeover after a pause:          %s after the term ended (max clock skew %s, plus jitter)
   takeover after a crash:          %s after the crash, %s after the term ended
-  handover after a clean shutdown: %s
+  handover after a clean shutdown: %s from the shutdown to the next leader
   downstream writes:               %d accepted, %d rejected (%s)
 `,
 		durationText(time.Since(d.start)),
