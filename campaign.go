@@ -306,11 +306,11 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 	if ctx.Err() != nil {
 		return nil, false, ctx.Err()
 	}
-	if !cd.Clock.Now().Before(deadline) {
+	t0 := cd.Clock.Now()
+	if !t0.Before(deadline) {
 		return nil, false, context.DeadlineExceeded
 	}
 	wctx, cancel := cd.Clock.ContextWithDeadline(ctx, deadline)
-	t0 := cd.Clock.Now()
 	tok, werr := cd.Decider.WriteEntry(wctx, next)
 	cancel()
 	if werr == nil || isRaceLost(werr) {

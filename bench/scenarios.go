@@ -94,6 +94,27 @@ func handOver(ctx context.Context, s *settings, c *cluster, leader *tenure) (*te
 	return next, t0, errors.Join(err, <-stopped)
 }
 
+// handOvers repeats s.reps times, from leader tn: wait a random part of the
+// renewal cycle, cancel the leader, call each with the successor and the
+// cancel time, and start a new candidate in the cancelled one's place.
+func handOvers(ctx context.Context, s *settings, c *cluster, tn *tenure, each func(next *tenure, t0 time.Time) error) error {
+	for range s.reps {
+		if err := sleep(ctx, uniform(s.term/8, s.term/2)); err != nil {
+			return err
+		}
+		next, t0, err := handOver(ctx, s, c, tn)
+		if err != nil {
+			return err
+		}
+		if err := each(next, t0); err != nil {
+			return err
+		}
+		c.start()
+		tn = next
+	}
+	return nil
+}
+
 // runHandover: 3 candidates; the leader's Acquire context is cancelled at a
 // random point of its renewal cycle. Time from the cancel to the next
 // OnElected.
@@ -105,19 +126,11 @@ func runHandover(ctx context.Context, s *settings, b *backend) ([]Metric, error)
 			return nil, err
 		}
 		var out []time.Duration
-		for range s.reps {
-			if err := sleep(ctx, uniform(s.term/8, s.term/2)); err != nil {
-				return nil, err
-			}
-			next, t0, err := handOver(ctx, s, c, tn)
-			if err != nil {
-				return nil, err
-			}
+		err = handOvers(ctx, s, c, tn, func(next *tenure, t0 time.Time) error {
 			out = append(out, next.start.Sub(t0))
-			c.start() // back to 3 candidates
-			tn = next
-		}
-		return out, nil
+			return nil
+		})
+		return out, err
 	})
 	if err != nil {
 		return nil, err
@@ -473,17 +486,10 @@ func runHerd(ctx context.Context, s *settings, b *backend) ([]Metric, error) {
 		startup.elect = tn.start.Sub(t0)
 		startup.reads, startup.writes = c.el.opsBetween(t0, tn.start.Add(tail))
 		var out []herdSample
-		for range s.reps {
-			if err := sleep(ctx, uniform(s.term/8, s.term/2)); err != nil {
-				return nil, err
-			}
-			next, t0, err := handOver(ctx, s, c, tn)
-			if err != nil {
-				return nil, err
-			}
+		err = handOvers(ctx, s, c, tn, func(next *tenure, t0 time.Time) error {
 			end := next.start.Add(tail)
 			if err := sleep(ctx, time.Until(end)+time.Millisecond); err != nil {
-				return nil, err
+				return err
 			}
 			var x herdSample
 			x.elect = next.start.Sub(t0)
@@ -491,10 +497,9 @@ func runHerd(ctx context.Context, s *settings, b *backend) ([]Metric, error) {
 			x.readsUntil, _ = c.el.opsBetween(t0, next.start)
 			x.busiest = c.el.busiest(t0, end, 100*time.Millisecond)
 			out = append(out, x)
-			c.start()
-			tn = next
-		}
-		return out, nil
+			return nil
+		})
+		return out, err
 	})
 	if err != nil {
 		return nil, err

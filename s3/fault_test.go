@@ -2,13 +2,14 @@ package s3_test
 
 import (
 	"errors"
-	"fmt"
-	"sync"
+	"slices"
 	"testing"
 	"time"
 
+	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/faultproxy"
+	"github.com/racedecider/leaderelection/racedecidertest"
 	les3 "github.com/racedecider/leaderelection/s3"
 )
 
@@ -63,37 +64,9 @@ func TestFaults(t *testing.T) {
 		t.Run("latency", func(t *testing.T) {
 			f := newFaulty(t, s)
 			f.proxy.SetLatency(20 * time.Millisecond)
-			tok := mustWrite(t, f.d, faultRecord(0, "w-0", entry.LeaderToken{}))
-			if got := mustRead(t, f.d); got.WriteID != "w-0" || got.Token.Version != tok.Version {
-				t.Fatalf("read %+v, want w-0 with token %s", got, tok.Version)
-			}
-			// Slow writers racing on one ETag: still exactly one winner.
-			var (
-				wg      sync.WaitGroup
-				mu      sync.Mutex
-				winners []string
-			)
-			for i := range 10 {
-				wg.Go(func() {
-					e := faultRecord(1, fmt.Sprintf("w-1-%d", i), tok)
-					_, err := f.d.WriteEntry(t.Context(), e)
-					switch {
-					case err == nil:
-						mu.Lock()
-						winners = append(winners, e.WriteID)
-						mu.Unlock()
-					case !errors.Is(err, entry.ErrRaceLost):
-						t.Errorf("writer %d: %v", i, err)
-					}
-				})
-			}
-			wg.Wait()
-			if len(winners) != 1 {
-				t.Fatalf("winners %q, want exactly one", winners)
-			}
-			if got := mustRead(t, f.direct); got.WriteID != winners[0] {
-				t.Fatalf("stored write id %q, winner %q", got.WriteID, winners[0])
-			}
+			// Slow writers racing to create the object, then on one ETag:
+			// exactly one winner each time, and it is what the store holds.
+			racedecidertest.RaceWriters(t, slices.Repeat([]leaderelection.RaceDecider{f.d}, 10), 1)
 		})
 
 		t.Run("dropped response of an applied write", func(t *testing.T) {

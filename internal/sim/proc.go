@@ -41,8 +41,7 @@ type proc struct {
 	heldAt     time.Time // the last of them
 	pauseUntil time.Time
 	crashed    bool          // frozen until the end of the run
-	dead       bool          // reaped at the end of the run: its calls fail at once
-	reaped     atomic.Bool   // dead, for readers that must not take mu
+	dead       atomic.Bool   // reaped at the end of the run: its calls fail at once
 	stopped    bool          // its Acquire was cancelled
 	stall      time.Duration // a stall due at the next clock reading
 	stallAt    time.Time     // when the last stall began, and for how long
@@ -65,7 +64,7 @@ func (p *proc) String() string { return p.id }
 func (p *proc) gate() bool {
 	for {
 		p.mu.Lock()
-		ch, dead := p.frozen, p.dead
+		ch, dead := p.frozen, p.dead.Load()
 		if ch != nil {
 			if now := time.Now(); !now.Equal(p.heldAt) {
 				p.held++
@@ -120,7 +119,7 @@ func (p *proc) afterClockRead() {
 func (p *proc) pause(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.dead || p.crashed {
+	if p.dead.Load() || p.crashed {
 		return
 	}
 	until := time.Now().Add(d)
@@ -172,8 +171,7 @@ func (p *proc) crash() {
 // and fail, and its Acquire is cancelled, so that its goroutines exit.
 func (p *proc) reap() {
 	p.mu.Lock()
-	p.dead = true
-	p.reaped.Store(true)
+	p.dead.Store(true)
 	if p.frozen != nil {
 		close(p.frozen)
 		p.frozen = nil
@@ -203,8 +201,20 @@ type stream struct {
 	r  *rand.Rand
 }
 
+// The kinds of an incarnation's random streams.
+const (
+	opsStream uint64 = iota
+	workStream
+	engineStream // handed to the engine through internal/hooks
+)
+
+// incarnationRand returns an incarnation's stream of the given kind.
+func incarnationRand(seed uint64, slot, inc int, kind uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, kind<<62|uint64(slot)<<32|uint64(inc)))
+}
+
 func newStream(seed uint64, slot, inc int, kind uint64) stream {
-	return stream{r: rand.New(rand.NewPCG(seed, kind<<62|uint64(slot)<<32|uint64(inc)))}
+	return stream{r: incarnationRand(seed, slot, inc, kind)}
 }
 
 func (st *stream) float() float64 {

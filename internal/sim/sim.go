@@ -77,7 +77,7 @@ func (tn *tenure) validNow() bool { return tn.p.host.Now().Before(tn.tv.Get()) }
 func (tn *tenure) live() bool {
 	tn.p.mu.Lock()
 	defer tn.p.mu.Unlock()
-	return !tn.p.crashed && !tn.p.dead
+	return !tn.p.crashed && !tn.p.dead.Load()
 }
 
 // Run runs seed in its own synctest bubble, with o's breakages, and returns
@@ -154,7 +154,7 @@ func (s *sim) event(who, format string, args ...any) {
 	at := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if p := s.byID[who]; p != nil && p.reaped.Load() {
+	if p := s.byID[who]; p != nil && p.dead.Load() {
 		// What a reaped process does on its way out is not part of the
 		// run, and its goroutines unwind in no fixed order.
 		return
@@ -577,8 +577,8 @@ func (s *sim) startProc(slot int) *proc {
 		id:        fmt.Sprintf("c%d.%d", slot, inc),
 		host:      s.hostClock(slot),
 		done:      make(chan struct{}),
-		ops:       newStream(sc.Seed, slot, inc, 0),
-		work:      newStream(sc.Seed, slot, inc, 1),
+		ops:       newStream(sc.Seed, slot, inc, opsStream),
+		work:      newStream(sc.Seed, slot, inc, workStream),
 		opsByTerm: map[int64]int{},
 		skew:      sc.Skew,
 	}
@@ -594,7 +594,7 @@ func (s *sim) startProc(slot int) *proc {
 	cfg := p.config(d)
 	// The engine's own random choices come from the seed too, so that a
 	// rerun takes the same course.
-	engineRand := rand.New(rand.NewPCG(sc.Seed, 2<<62|uint64(slot)<<32|uint64(inc)))
+	engineRand := incarnationRand(sc.Seed, slot, inc, engineStream)
 	ctx, cancel := context.WithCancel(hooks.WithRand(context.Background(), engineRand))
 	p.cancel = cancel
 	s.mu.Lock()
