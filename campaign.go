@@ -291,8 +291,8 @@ func (cd *candidate) ours(rec *entry.RaceEntry) bool {
 	return false
 }
 
-// write writes next (conditioned on next.Token) before deadline and returns
-// the record the store holds afterwards. mine reports that the store holds a
+// write writes next (conditioned on next.Token, under a fresh WriteID) before
+// deadline and returns the record the store holds afterwards. mine reports that the store holds a
 // record written by this candidate: next, or an earlier write whose outcome
 // was unknown and that was applied after all. A write that failed in any way
 // is resolved by reading back write ids, as a transport error can hide a
@@ -310,6 +310,8 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 	if !t0.Before(deadline) {
 		return nil, false, context.DeadlineExceeded
 	}
+	// Each attempt gets its own id, drawn only for a write that is sent.
+	next.WriteID = cd.rng.writeID()
 	wctx, cancel := cd.Clock.ContextWithDeadline(ctx, deadline)
 	tok, werr := cd.Decider.WriteEntry(wctx, next)
 	cancel()
@@ -351,7 +353,6 @@ func (cd *candidate) tryAcquire(ctx context.Context, rec *entry.RaceEntry) (won 
 		HostPort:         cd.HostPort,
 		ConnectionParams: cd.ConnectionParams,
 		TermExpiry:       t0.Add(cd.TermLength),
-		WriteID:          cd.rng.writeID(),
 		Token:            rec.Token,
 	}
 	// Past the expiry it asks for, a win would be worthless.

@@ -180,7 +180,6 @@ func (cd *candidate) successor(cur *entry.RaceEntry, expiry time.Time) *entry.Ra
 		HostPort:         cd.HostPort,
 		ConnectionParams: cd.ConnectionParams,
 		TermExpiry:       expiry,
-		WriteID:          cd.rng.writeID(),
 		Token:            cur.Token,
 	}
 }
