@@ -10,6 +10,14 @@ import (
 // there first. It is entry.ErrRaceLost, repeated here for callers of the engine.
 var ErrRaceLost = entry.ErrRaceLost
 
+// ErrThrottled and ErrRefused are the two kinds of refusal a backend reports:
+// one that heals by slowing down, and one that does not. They are
+// entry.ErrThrottled and entry.ErrRefused, repeated here for convenience.
+var (
+	ErrThrottled = entry.ErrThrottled
+	ErrRefused   = entry.ErrRefused
+)
+
 // ErrCorruptRecord is wrapped by every error about a stored record that does
 // not decode. It is entry.ErrCorruptRecord, repeated here for convenience.
 var ErrCorruptRecord = entry.ErrCorruptRecord
@@ -26,8 +34,10 @@ type RaceDecider interface {
 	// When no record exists it must return a RaceEntry with ElectionNumber
 	// entry.NoElections, a zero Token and a nil error. A record that does not
 	// decode must give an error wrapping entry.ErrCorruptRecord that names
-	// the object. When ctx ends before the read completes it must return an
-	// error wrapping ctx.Err().
+	// the object. A throttled or refused read wraps entry.ErrThrottled or
+	// entry.ErrRefused as WriteEntry's errors do; a missing bucket, table
+	// or directory is a refusal, never a missing record. When ctx ends
+	// before the read completes it must return an error wrapping ctx.Err().
 	ReadCurrent(ctx context.Context) (*entry.RaceEntry, error)
 
 	// WriteEntry stores rentry if and only if the stored record is still the
@@ -36,9 +46,20 @@ type RaceDecider interface {
 	//
 	// Of any number of concurrent writes conditioned on the same token,
 	// exactly one may succeed; the others must return an error wrapping
-	// entry.ErrRaceLost. Any other error means the outcome is unknown: the
-	// write may or may not have been applied, and the engine resolves that
-	// by reading back rentry.WriteID. Writes must never be implemented as
+	// entry.ErrRaceLost. Every error falls in one of four classes, which
+	// the backend must tell apart from its store's answers:
+	//
+	//   - entry.ErrRaceLost: the condition failed; not applied.
+	//   - entry.ErrThrottled: the store asked to slow down; not applied.
+	//     The engine backs off and tries again.
+	//   - entry.ErrRefused: the store refused for good (permission denied,
+	//     missing bucket or table, read-only); not applied. Acquire ends.
+	//   - anything else: the outcome is unknown (timeout, reset, 5xx): the
+	//     write may or may not have been applied, and the engine resolves
+	//     that by reading back rentry.WriteID.
+	//
+	// Wrap ErrThrottled or ErrRefused only when the store's answer proves
+	// the write was not applied. Writes must never be implemented as
 	// deletes: a release is an ordinary conditional write.
 	WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entry.LeaderToken, error)
 }

@@ -22,6 +22,21 @@ const NoElections int64 = -1
 // a failure. Check for it with errors.Is.
 var ErrRaceLost = errors.New("leaderelection: lost race: the record changed since it was read")
 
+// ErrThrottled is wrapped by a backend's error when the store refused a
+// request because it came too fast (HTTP 429, S3's 503 SlowDown, GCS's limit
+// of about one write per second per object, DynamoDB's throughput
+// exceptions). The request was not applied: the engine does not read a
+// throttled write back, it waits with exponential backoff and tries again.
+var ErrThrottled = errors.New("leaderelection: throttled by the store")
+
+// ErrRefused is wrapped by a backend's error when the store refused a request
+// definitely and will refuse it again: permission denied, a missing bucket,
+// container or table, a read-only file system, an endpoint that is not the
+// store. The request was not applied. The engine never reads a refused write
+// back and never retries it: Acquire ends with the error, which must name
+// the store and the object.
+var ErrRefused = errors.New("leaderelection: refused by the store")
+
 // ErrCorruptRecord is wrapped by every error reporting a stored record that does
 // not decode: truncated, foreign, failing its checksum, or written by a newer
 // major version of this library. Backends wrap it with the object's name.
