@@ -13,7 +13,6 @@ require (
 	github.com/googleapis/gax-go/v2 v2.26.2
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/vimeo/go-clocks v1.3.0
-	golang.org/x/sys v0.49.0
 	google.golang.org/api v0.307.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b
 	google.golang.org/grpc v1.85.0
@@ -77,6 +76,7 @@ require (
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect

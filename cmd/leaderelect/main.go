@@ -15,12 +15,6 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
-
-	// The store URL schemes leaderelect understands.
-	_ "github.com/racedecider/leaderelection/file"
-	_ "github.com/racedecider/leaderelection/gcs"
-	_ "github.com/racedecider/leaderelection/memory"
-	_ "github.com/racedecider/leaderelection/s3"
 )
 
 // Exit codes. run also exits with its command's status; see the package
