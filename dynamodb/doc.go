@@ -1,0 +1,64 @@
+// Package dynamodb is a leaderelection.RaceDecider on Amazon DynamoDB, using
+// conditional writes.
+//
+// It is a module of its own (github.com/racedecider/leaderelection/dynamodb),
+// so that programs that do not use it do not download the DynamoDB SDK.
+//
+// One item per election holds the record: its partition key is the
+// election's key, in a table you name (optionally with a sort key, see
+// WithSortKey). Beside the key the item has three attributes: record (B, the
+// record as entry.Marshal encodes it, versioned and checksummed, so that a
+// damaged or foreign item is reported as corrupt), version (N, +1 on every
+// write) and write_id (S, the record's write id).
+//
+// ReadCurrent reads the item with a strongly consistent GetItem. WriteEntry
+// replaces it with a conditional PutItem: attribute_not_exists on the key
+// for the first write, version and write_id equal to the token's for every
+// later one. DynamoDB applies a condition and its write atomically, so of
+// any number of concurrent writers conditioned on the same token one
+// succeeds and the others get ConditionalCheckFailedException, which
+// WriteEntry reports as entry.ErrRaceLost. A release is such a conditional
+// write too; the item is never deleted.
+//
+// # Creating a Decider
+//
+//	cfg, err := config.LoadDefaultConfig(ctx)
+//	...
+//	client := dynamodb.NewFromConfig(cfg)
+//	d, err := ledynamodb.NewDecider(client, "elections", "report-job")
+//
+// The table must exist: a Decider never creates one. CreateTable makes a
+// suitable table (partition key "pk", a string; on-demand billing).
+//
+// # Permissions
+//
+// The client needs dynamodb:GetItem and dynamodb:PutItem on the table.
+// A missing table, denied access or unknown credentials are reported as
+// entry.ErrRefused: Acquire ends with the error instead of retrying.
+//
+// # Retries and unknown outcomes
+//
+// The AWS SDK retries a request that failed in transit, with a 5xx status,
+// or because it was throttled. If an attempt that timed out or failed with
+// a 5xx was in fact applied, the retry fails its own condition because of
+// it. WriteEntry asks DynamoDB to return the item with such a refusal
+// (ReturnValuesOnConditionCheckFailure ALL_OLD) and recognises its own
+// write by version and write id: the write then succeeded, with no extra
+// read. A refusal after such an attempt that finds another record is
+// reported as an unknown outcome, as is every timeout, reset and 5xx: the
+// engine resolves those by reading the record back. Throttling errors wrap
+// entry.ErrThrottled, and the engine backs off.
+//
+// Each ReadCurrent and WriteEntry call, SDK retries included, is bounded by
+// DefaultTimeout unless WithTimeout says otherwise.
+//
+// # Clocks
+//
+// DynamoDB does not report when an item was written. The token of a write
+// carries the Date header of the PutItem response as its CommitTime (the
+// store's clock, whole seconds); the token of a read has none.
+//
+// There is no push notification (DynamoDB Streams would add a second
+// service and seconds of lag): this Decider does not implement
+// leaderelection.ChangeNotifier, so waiting candidates and watchers poll.
+package dynamodb
