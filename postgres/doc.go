@@ -1,0 +1,90 @@
+// Package postgres runs leader elections on PostgreSQL: one row per election
+// in a table you name, replaced by conditional writes, with LISTEN/NOTIFY to
+// tell waiting candidates and watchers of a change at once.
+//
+//	pool, err := pgxpool.New(ctx, "postgres://app@db.internal/app")
+//	...
+//	d, err := postgres.New(pool, "leader_elections", "report-job")
+//	...
+//	defer d.Close()
+//	cfg := leaderelection.Config{Decider: d, LeaderID: id, OnElected: run}
+//
+// # The table
+//
+// Create it once (CreateTable does exactly this), and grant the role the
+// elections run as SELECT, INSERT and UPDATE on it:
+//
+//	CREATE TABLE IF NOT EXISTS leader_elections (
+//	    name         text        PRIMARY KEY,
+//	    version      bigint      NOT NULL,
+//	    record       bytea       NOT NULL,
+//	    committed_at timestamptz NOT NULL
+//	);
+//	GRANT SELECT, INSERT, UPDATE ON leader_elections TO app;
+//
+// Many elections share one table, a row each. No superuser feature, extension
+// or DELETE privilege is needed, so it works on managed PostgreSQL (RDS,
+// Cloud SQL, Azure, Supabase, ...). A missing table, or a missing privilege,
+// is reported as entry.ErrRefused, never as an election without a record.
+//
+// # How the record is stored
+//
+// The record column holds the record as entry.Marshal encodes it, so a row
+// that was damaged or written by something else is reported as
+// entry.ErrCorruptRecord naming the table and row. The version column is the
+// record's entry.LeaderToken: every write stores a new random 63-bit version.
+// WriteEntry creates the row with INSERT ... ON CONFLICT DO NOTHING and
+// replaces it with UPDATE ... WHERE name = $1 AND version = $2; a statement
+// that touched no row lost the race (entry.ErrRaceLost). Under READ COMMITTED
+// (PostgreSQL's default) concurrent writers conditioned on one version queue
+// on the row lock, the first commits, and the others re-check the version and
+// find it changed. Under REPEATABLE READ or SERIALIZABLE as the default
+// isolation level, the losers get a serialization failure instead, reported
+// as entry.ErrThrottled (not applied): the engine retries and then loses the
+// race properly.
+//
+// A release is an ordinary conditional write: rows are never deleted.
+//
+// # Error classes
+//
+// One function, errorClass, maps PostgreSQL's SQLSTATE codes: a missing
+// table, schema or database, a missing privilege or failed authentication
+// are refusals (entry.ErrRefused: Acquire ends); too many connections,
+// serialization failures, deadlocks, lock timeouts, a server starting up or
+// a read-only standby are throttling (entry.ErrThrottled: retried with
+// backoff). Both classes are statement errors that abort the statement's
+// transaction, so the write was not applied. Anything else, notably a
+// connection lost while a write was in flight, is an unknown outcome: the
+// engine reads the row back and looks for its write id.
+//
+// # Push notifications
+//
+// Decider implements leaderelection.ChangeNotifier. Every write calls
+// pg_notify in its own statement, so the notification is sent if and only if
+// the write commits. The channel is derived from the table and election names
+// (hashed, so it is always a valid identifier of at most 63 bytes).
+// WaitForChange listens on a dedicated connection, taken from the pool on
+// first use and kept until Close; when it breaks, it is reconnected with
+// capped, jittered exponential backoff, and meanwhile WaitForChange fails at
+// once, so that candidates and watchers poll instead. Any role may NOTIFY any
+// channel, so a notification is only a hint: WaitForChange reads the row
+// after each one and never trusts the payload.
+//
+// LISTEN needs a session of its own: connect the pool directly to PostgreSQL
+// or through a pooler in session mode. Behind a pooler in transaction mode
+// (PgBouncer's default), notifications may never arrive; the election stays
+// safe, but candidates then learn of changes only at their deadlines.
+//
+// # Clocks
+//
+// The token's CommitTime is the server's clock_timestamp() taken when the
+// write was applied, stored in committed_at and returned by reads too.
+//
+// # Safety
+//
+// The row serialises all writers: of any number of writes conditioned on one
+// version, exactly one commits. Leadership itself rests on clocks, as for
+// every backend: see the leaderelection package documentation for the
+// clock assumptions, and pass the fencing token (the record's Term) to
+// downstream systems to cover process pauses.
+package postgres

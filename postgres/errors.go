@@ -1,0 +1,51 @@
+package postgres
+
+import (
+	"errors"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// errorClass maps an error from a statement (or from connecting to run it)
+// to the class the engine acts on: entry.ErrRefused, entry.ErrThrottled, or
+// nil for an unknown outcome.
+//
+// Only server errors (SQLSTATE codes) are classed. A statement the server
+// answered with an ERROR ran in its own implicit transaction, which the error
+// aborted, and an error while connecting comes before any statement was
+// sent: in both cases the write was not applied, which the two classes
+// require. Everything else (a connection lost or a context ended while a
+// statement was in flight, an administrator's shutdown, a cancelled
+// statement, which may interrupt the server after it committed) is left
+// unknown, and the engine reads the row back.
+func errorClass(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return nil
+	}
+	switch pe.Code {
+	case "42501", // insufficient_privilege: GRANT SELECT, INSERT, UPDATE is missing
+		"42P01", // undefined_table: the table does not exist
+		"42703", // undefined_column: the table is not one CreateTable makes
+		"42804", // datatype_mismatch: likewise
+		"3F000", // invalid_schema_name: the table's schema does not exist
+		"3D000", // invalid_catalog_name: the database does not exist
+		"28000", // invalid_authorization_specification: no pg_hba.conf entry, unknown role
+		"28P01": // invalid_password
+		return entry.ErrRefused
+	case "53000", // insufficient_resources
+		"53100", // disk_full
+		"53200", // out_of_memory
+		"53300", // too_many_connections (the server's, the role's or the database's limit)
+		"53400", // configuration_limit_exceeded
+		"40001", // serialization_failure: the transaction was rolled back
+		"40P01", // deadlock_detected: likewise
+		"55P03", // lock_not_available: lock_timeout ran out before the statement did anything
+		"57P03", // cannot_connect_now: the server is starting up or shutting down
+		"25006": // read_only_sql_transaction: a standby, as during a failover; it heals
+		return entry.ErrThrottled
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+package postgres
+
+import (
+	"context"
+	"time"
+)
+
+// ErrorClass exposes errorClass to the tests.
+var ErrorClass = errorClass
+
+// ChannelName returns the NOTIFY channel of d's election.
+func ChannelName(d *Decider) string { return d.channel }
+
+// WithReconnectBackoff sets the listener's reconnection backoff.
+func WithReconnectBackoff(min, max time.Duration) Option {
+	return func(d *Decider) { d.backoff = backoffConfig{min: min, max: max} }
+}
+
+// ListenerPID returns the server process id of d's listener connection, or
+// 0 while it is not listening.
+func ListenerPID(d *Decider) uint32 {
+	d.mu.Lock()
+	l := d.ln
+	d.mu.Unlock()
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != listening || l.conn == nil {
+		return 0
+	}
+	return l.conn.PgConn().PID()
+}
+
+// AwaitListening blocks until d's listener listens (after starting it if
+// needed), or ctx ends.
+func AwaitListening(ctx context.Context, d *Decider) error {
+	l, err := d.listener()
+	if err != nil {
+		return err
+	}
+	for {
+		l.mu.Lock()
+		state, wake := l.state, l.wake
+		l.mu.Unlock()
+		if state == listening {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		}
+	}
+}

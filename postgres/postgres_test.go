@@ -1,0 +1,208 @@
+package postgres_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/postgres"
+	"github.com/racedecider/leaderelection/racedecidertest"
+)
+
+func TestConformance(t *testing.T) {
+	pool := newPool(t, serverDSN(t), 0)
+	table := freshTable(t, pool)
+	racedecidertest.Run(t, func(t *testing.T) leaderelection.RaceDecider {
+		return newDecider(t, pool, table, freshName("election"))
+	})
+}
+
+// TestRaceWriters has 50 writers, each with a pool and so a connection of
+// its own, race for one row.
+func TestRaceWriters(t *testing.T) {
+	dsn := serverDSN(t)
+	table := freshTable(t, newPool(t, dsn, 1))
+	election := freshName("election")
+	ds := make([]leaderelection.RaceDecider, 50)
+	for i := range ds {
+		ds[i] = newDecider(t, newPool(t, dsn, 1), table, election)
+	}
+	racedecidertest.RaceWriters(t, ds, 10)
+}
+
+func TestCorruptRecord(t *testing.T) {
+	pool := newPool(t, serverDSN(t), 0)
+	table := freshTable(t, pool)
+	election := freshName("election")
+	d := newDecider(t, pool, table, election)
+	racedecidertest.CheckCorrupt(t, d, func(t *testing.T, data []byte) {
+		exec(t, pool, "INSERT INTO "+pgx.Identifier{table}.Sanitize()+
+			" (name, version, record, committed_at) VALUES ($1, 1, $2, now())"+
+			" ON CONFLICT (name) DO UPDATE SET record = excluded.record", election, data)
+	}, d.String())
+}
+
+// TestMissingTable checks that a missing table (or schema) is a refusal, on
+// reads and writes, naming the table, and never an empty election.
+func TestMissingTable(t *testing.T) {
+	pool := newPool(t, serverDSN(t), 0)
+	for _, table := range []string{freshName("le_missing"), freshName("le_missing_schema") + ".elections"} {
+		d := newDecider(t, pool, table, "e")
+		_, err := d.ReadCurrent(t.Context())
+		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), d.String()) {
+			t.Errorf("ReadCurrent on missing table %s: %v; want ErrRefused naming %s", table, err, d.String())
+		}
+		_, err = d.WriteEntry(t.Context(), record(0, "w0", entry.LeaderToken{}))
+		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), d.String()) {
+			t.Errorf("WriteEntry on missing table %s: %v; want ErrRefused naming %s", table, err, d.String())
+		}
+	}
+}
+
+// TestPermissionDenied checks that missing privileges are refusals: a role
+// that may not UPDATE can create the row but not replace it, and a role with
+// no privilege cannot read it.
+func TestPermissionDenied(t *testing.T) {
+	dsn := serverDSN(t)
+	admin := newPool(t, dsn, 0)
+	table := freshTable(t, admin)
+
+	user, pw := newRole(t, admin, table, "SELECT, INSERT")
+	d := newDecider(t, newPool(t, withUser(t, dsn, user, pw), 0), table, "e")
+	tok := mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+	_, err := d.WriteEntry(t.Context(), record(1, "w1", tok))
+	if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "42501") {
+		t.Errorf("UPDATE without the privilege: %v; want ErrRefused with SQLSTATE 42501", err)
+	}
+	if got := mustRead(t, d); got.WriteID != "w0" {
+		t.Errorf("refused write changed the row: %+v", got)
+	}
+
+	user, pw = newRole(t, admin, table, "")
+	d = newDecider(t, newPool(t, withUser(t, dsn, user, pw), 0), table, "e")
+	if _, err := d.ReadCurrent(t.Context()); !errors.Is(err, entry.ErrRefused) {
+		t.Errorf("SELECT without the privilege: %v; want ErrRefused", err)
+	}
+}
+
+func TestCreateTable(t *testing.T) {
+	pool := newPool(t, serverDSN(t), 0)
+	table := freshName("le_create")
+	// Concurrent creators all succeed, as processes starting together would.
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { errs[i] = postgres.CreateTable(t.Context(), pool, table) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("CreateTable #%d: %v", i, err)
+		}
+	}
+	if err := postgres.CreateTable(t.Context(), pool, table); err != nil {
+		t.Errorf("CreateTable on an existing table: %v", err)
+	}
+	d := newDecider(t, pool, table, "e")
+	mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+
+	// Schema-qualified.
+	schema := freshName("le_schema")
+	exec(t, pool, "CREATE SCHEMA "+schema)
+	if err := postgres.CreateTable(t.Context(), pool, schema+".elections"); err != nil {
+		t.Fatalf("CreateTable(%s.elections): %v", schema, err)
+	}
+	mustWrite(t, newDecider(t, pool, schema+".elections", "e"), record(0, "w0", entry.LeaderToken{}))
+}
+
+func TestNewRejectsBadInput(t *testing.T) {
+	pool := newPool(t, "postgres://nobody@127.0.0.1:1/none", 0) // never connects
+	long := strings.Repeat("x", 64)
+	cases := []struct {
+		table, election, want string
+	}{
+		{"", "e", `table ""`},
+		{"a.b.c", "e", `table "a.b.c"`},
+		{".t", "e", "empty part"},
+		{long, "e", "63-byte"},
+		{"t", "", "election name is empty"},
+		{"t", "a\x00b", "NUL"},
+		{"t", strings.Repeat("e", 2000), "more than 1024"},
+	}
+	for _, c := range cases {
+		_, err := postgres.New(pool, c.table, c.election)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%.20q, %.20q) = %v; want an error containing %q", c.table, c.election, err, c.want)
+		}
+	}
+	if _, err := postgres.New(nil, "t", "e"); err == nil || !strings.Contains(err.Error(), "pool is nil") {
+		t.Errorf("New(nil pool) = %v", err)
+	}
+	if err := postgres.CreateTable(t.Context(), pool, "a.b.c"); err == nil {
+		t.Error("CreateTable(a.b.c) succeeded")
+	}
+}
+
+// TestErrorClasses checks errorClass against errors the server itself sends:
+// some provoked as an application would meet them, the others raised with
+// their SQLSTATE code by the server (RAISE ... USING ERRCODE), so that each
+// goes through pgx's real parsing of the server's answer.
+func TestErrorClasses(t *testing.T) {
+	dsn := serverDSN(t)
+	admin := newPool(t, dsn, 0)
+
+	classOf := func(err error) string {
+		switch c := postgres.ErrorClass(err); c {
+		case nil:
+			return "unknown"
+		case entry.ErrRefused:
+			return "refused"
+		case entry.ErrThrottled:
+			return "throttled"
+		default:
+			return c.Error()
+		}
+	}
+	raised := map[string]string{
+		"42501": "refused", "42P01": "refused", "42703": "refused", "3D000": "refused",
+		"3F000": "refused", "28000": "refused", "28P01": "refused",
+		"53300": "throttled", "53100": "throttled", "40001": "throttled", "40P01": "throttled",
+		"55P03": "throttled", "57P03": "throttled", "25006": "throttled",
+		"57014": "unknown", "57P01": "unknown", "08006": "unknown", "XX000": "unknown",
+		"23505": "unknown", "22001": "unknown",
+	}
+	for code, want := range raised {
+		_, err := admin.Exec(t.Context(), fmt.Sprintf(
+			"DO $$ BEGIN RAISE EXCEPTION 'raised by the test' USING ERRCODE = '%s'; END $$", code))
+		if err == nil {
+			t.Fatalf("RAISE %s succeeded", code)
+		}
+		if got := classOf(err); got != want {
+			t.Errorf("SQLSTATE %s (%v): class %s, want %s", code, err, got, want)
+		}
+	}
+
+	// Provoked.
+	ping := func(dsn string) error {
+		p := newPool(t, dsn, 1)
+		return p.Ping(t.Context())
+	}
+	u := strings.Replace(dsn, "/leaderelection?", "/"+freshName("nodb")+"?", 1)
+	if err := ping(u); classOf(err) != "refused" {
+		t.Errorf("missing database: %v; want refused", err)
+	}
+	if err := ping(withUser(t, dsn, "postgres", "wrong")); classOf(err) != "refused" {
+		t.Errorf("wrong password: %v; want refused", err)
+	}
+	user, pw := newRole(t, admin, "", "")
+	exec(t, admin, "ALTER ROLE "+user+" CONNECTION LIMIT 0")
+	if err := ping(withUser(t, dsn, user, pw)); classOf(err) != "throttled" {
+		t.Errorf("role's connection limit reached: %v; want throttled", err)
+	}
+}
