@@ -5,12 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/racedecider/leaderelection/entry"
 	les3 "github.com/racedecider/leaderelection/s3"
@@ -19,10 +24,54 @@ import (
 // canned is one answer of a cannedServer.
 type canned struct {
 	status int
-	code   string // S3 error code for the XML body; "" sends an empty body
+	code   string // S3 error code: the body is S3's XML error document for it
 	etag   string
-	body   []byte
-	hang   bool // wait until the request's context ends, answering nothing
+	body   []byte // the body when code is "" (none: an empty body)
+	ctype  string // Content-Type of body
+	hang   bool   // wait until the request's context ends, answering nothing
+}
+
+// s3Errors holds, for each S3 error code the tests send, the message AWS
+// documents for it (Amazon S3 API Reference, "Error responses", list of
+// error codes) and the extra element S3 adds to the error document.
+var s3Errors = map[string]struct{ message, extra string }{
+	"NoSuchKey":                  {"The specified key does not exist.", "<Key>key</Key>"},
+	"NoSuchBucket":               {"The specified bucket does not exist", "<BucketName>bucket</BucketName>"},
+	"AccessDenied":               {"Access Denied", ""},
+	"InvalidAccessKeyId":         {"The AWS access key ID you provided does not exist in our records.", "<AWSAccessKeyId>a</AWSAccessKeyId>"},
+	"PreconditionFailed":         {"At least one of the pre-conditions you specified did not hold", "<Condition>If-Match</Condition>"},
+	"ConditionalRequestConflict": {"A conflicting operation occurred. If using PutObject you can retry the request.", ""},
+	"OperationAborted":           {"A conflicting conditional operation is currently in progress against this resource. Try again.", ""},
+	"SlowDown":                   {"Please reduce your request rate.", ""},
+	"InternalError":              {"We encountered an internal error. Please try again.", ""},
+	"ServiceUnavailable":         {"Reduce your request rate.", ""},
+	"NotImplemented":             {"A header you provided implies functionality that is not implemented.", "<Header>If-None-Match</Header>"},
+	"MethodNotAllowed":           {"The specified method is not allowed against this resource.", "<Method>PUT</Method><ResourceType>OBJECT</ResourceType>"},
+	"InvalidArgument":            {"Invalid Argument", ""},
+	"RequestTimeout":             {"Your socket connection to the server was not read from or written to within the timeout period.", ""},
+	"PermanentRedirect":          {"The bucket you are attempting to access must be addressed using the specified endpoint. Please send all future requests to this endpoint.", "<Bucket>bucket</Bucket><Endpoint>bucket.s3.eu-west-1.amazonaws.com</Endpoint>"},
+	"TooManyRequests":            {"Please reduce your request rate.", ""},
+}
+
+// errorDocument returns S3's XML error document for code.
+func errorDocument(t *testing.T, code string) []byte {
+	e, ok := s3Errors[code]
+	if !ok {
+		t.Errorf("no documented message for S3 error code %s", code)
+	}
+	return fmt.Appendf(nil, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
+		`<Error><Code>%s</Code><Message>%s</Message>%s<RequestId>4442587FB7D0A2F9</RequestId>`+
+		`<HostId>Uuag1LuByRx9e6j5Onimru9pO4ZVKnJ2Qz7/C1NPcfTWAtRPfTaOFg==</HostId></Error>`, code, e.message, e.extra)
+}
+
+// notFoundPages are the answers of servers that are not S3 to any request:
+// Go's http.NotFound, a web server's HTML page, and a bare 404.
+var notFoundPages = []struct {
+	name, ctype, body string
+}{
+	{"text/plain", "text/plain; charset=utf-8", "404 page not found\n"},
+	{"HTML", "text/html", "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n<center><h1>404 Not Found</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"},
+	{"empty", "", ""},
 }
 
 // cannedServer answers S3 requests with canned responses, one per request in
@@ -36,6 +85,7 @@ type cannedServer struct {
 	mu      sync.Mutex
 	answers []canned
 	seen    []http.Header
+	host    []string
 }
 
 func newCannedServer(t *testing.T, answers ...canned) *cannedServer {
@@ -50,6 +100,7 @@ func (cs *cannedServer) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	cs.mu.Lock()
 	cs.seen = append(cs.seen, r.Header.Clone())
+	cs.host = append(cs.host, r.Host)
 	a := cs.answers[0]
 	if len(cs.answers) > 1 {
 		cs.answers = cs.answers[1:]
@@ -64,11 +115,15 @@ func (cs *cannedServer) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("ETag", a.etag)
 	}
 	w.Header().Set("Last-Modified", time.Now().UTC().Format(http.TimeFormat))
-	if a.status >= 300 && a.code != "" {
+	if a.code != "" {
 		w.Header().Set("Content-Type", "application/xml")
+		w.Header().Set("x-amz-request-id", "4442587FB7D0A2F9")
 		w.WriteHeader(a.status)
-		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>canned</Message><RequestId>r1</RequestId></Error>`, a.code)
+		_, _ = w.Write(errorDocument(cs.t, a.code))
 		return
+	}
+	if a.ctype != "" {
+		w.Header().Set("Content-Type", a.ctype)
 	}
 	w.WriteHeader(a.status)
 	_, _ = w.Write(a.body)
@@ -80,6 +135,12 @@ func (cs *cannedServer) requests() []http.Header {
 	return cs.seen
 }
 
+func (cs *cannedServer) hosts() []string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.host
+}
+
 func (cs *cannedServer) decider(t *testing.T, opts ...les3.Option) *les3.Decider {
 	s := &store{endpoint: cs.url, access: "a", secret: "s"}
 	d, err := les3.NewDecider(s.client(t, ""), "bucket", "key", opts...)
@@ -89,36 +150,69 @@ func (cs *cannedServer) decider(t *testing.T, opts ...les3.Option) *les3.Decider
 	return d
 }
 
+// errUnknown stands, in the tables below, for an error of unknown outcome:
+// one that wraps none of entry.ErrRaceLost, ErrThrottled and ErrRefused.
+var errUnknown = errors.New("unknown outcome")
+
+// classOf returns which of the four classes err is in.
+func classOf(err error) error {
+	for _, c := range []error{entry.ErrRaceLost, entry.ErrThrottled, entry.ErrRefused} {
+		if errors.Is(err, c) {
+			return c
+		}
+	}
+	return errUnknown
+}
+
+// TestWriteAnswers maps every answer S3 gives a conditional PutObject to its
+// class, with the status codes and XML error documents S3 sends.
 func TestWriteAnswers(t *testing.T) {
 	const oldETag = `"0123456789abcdef0123456789abcdef"`
 	ok := canned{status: 200, etag: `"fedcba9876543210fedcba9876543210"`}
+	e := func(status int, code string) canned { return canned{status: status, code: code} }
 	cases := []struct {
 		name         string
 		ifMatch      bool
 		answers      []canned
-		wantErr      bool
-		wantLost     bool
+		want         error // nil: success
 		wantAttempts int
 	}{
-		{"created", false, []canned{ok}, false, false, 1},
-		{"replaced", true, []canned{ok}, false, false, 1},
-		{"412 PreconditionFailed on create", false, []canned{{status: 412, code: "PreconditionFailed"}}, true, true, 1},
-		{"412 PreconditionFailed on replace", true, []canned{{status: 412, code: "PreconditionFailed"}}, true, true, 1},
-		{"412 with an empty body", true, []canned{{status: 412}}, true, true, 1},
-		{"409 ConditionalRequestConflict", true, []canned{{status: 409, code: "ConditionalRequestConflict"}}, true, true, 1},
-		{"404 NoSuchKey on replace (AWS: the record is gone)", true, []canned{{status: 404, code: "NoSuchKey"}}, true, true, 1},
-		{"404 with an empty body on replace", true, []canned{{status: 404}}, true, true, 1},
-		{"404 NoSuchBucket on replace", true, []canned{{status: 404, code: "NoSuchBucket"}}, true, false, 1},
-		{"404 NoSuchBucket on create", false, []canned{{status: 404, code: "NoSuchBucket"}}, true, false, 1},
-		{"403 AccessDenied", true, []canned{{status: 403, code: "AccessDenied"}}, true, false, 1},
-		{"409 of another kind", true, []canned{{status: 409, code: "OperationAborted"}}, true, false, 1},
-		{"503 then success", true, []canned{{status: 503, code: "SlowDown"}, ok}, false, false, 2},
+		{"created", false, []canned{ok}, nil, 1},
+		{"replaced", true, []canned{ok}, nil, 1},
+		{"412 PreconditionFailed on create", false, []canned{e(412, "PreconditionFailed")}, entry.ErrRaceLost, 1},
+		{"412 PreconditionFailed on replace", true, []canned{e(412, "PreconditionFailed")}, entry.ErrRaceLost, 1},
+		{"412 with an empty body", true, []canned{{status: 412}}, entry.ErrRaceLost, 1},
+		{"409 ConditionalRequestConflict", true, []canned{e(409, "ConditionalRequestConflict")}, entry.ErrRaceLost, 1},
+		{"404 NoSuchKey on replace (AWS: the record is gone)", true, []canned{e(404, "NoSuchKey")}, entry.ErrRaceLost, 1},
+		{"404 NoSuchKey on create", false, []canned{e(404, "NoSuchKey")}, entry.ErrRefused, 1},
+		{"404 with an empty body on replace", true, []canned{{status: 404}}, entry.ErrRefused, 1},
+		{"404 with an empty body on create", false, []canned{{status: 404}}, entry.ErrRefused, 1},
+		{"404 NoSuchBucket on replace", true, []canned{e(404, "NoSuchBucket")}, entry.ErrRefused, 1},
+		{"404 NoSuchBucket on create", false, []canned{e(404, "NoSuchBucket")}, entry.ErrRefused, 1},
+		{"403 AccessDenied", true, []canned{e(403, "AccessDenied")}, entry.ErrRefused, 1},
+		{"403 InvalidAccessKeyId", false, []canned{e(403, "InvalidAccessKeyId")}, entry.ErrRefused, 1},
+		{"400 InvalidArgument", true, []canned{e(400, "InvalidArgument")}, entry.ErrRefused, 1},
+		{"405 MethodNotAllowed", true, []canned{e(405, "MethodNotAllowed")}, entry.ErrRefused, 1},
+		{"501 NotImplemented (no conditional writes)", false, []canned{e(501, "NotImplemented")}, entry.ErrRefused, 1},
+		{"301 PermanentRedirect (another region)", false, []canned{e(301, "PermanentRedirect")}, entry.ErrRefused, 1},
+		{"409 OperationAborted", true, []canned{e(409, "OperationAborted")}, entry.ErrThrottled, 1},
+		{"503 SlowDown then success", true, []canned{e(503, "SlowDown"), ok}, nil, 2},
+		{"503 SlowDown on every attempt", true, []canned{e(503, "SlowDown")}, entry.ErrThrottled, 3},
+		// The SDK retries 503 SlowDown, but not a 429 without a throttling
+		// code it knows: one attempt, then the engine backs off.
+		{"429", false, []canned{e(429, "TooManyRequests")}, entry.ErrThrottled, 1},
+		{"503 SlowDown then 412: not applied, lost", true,
+			[]canned{e(503, "SlowDown"), e(412, "PreconditionFailed")}, entry.ErrRaceLost, 2},
 		{"500 then 412: the retry may have been refused because of our own write", true,
-			[]canned{{status: 500, code: "InternalError"}, {status: 412, code: "PreconditionFailed"}}, true, false, 2},
-		{"500 then 404 NoSuchKey", true,
-			[]canned{{status: 500, code: "InternalError"}, {status: 404, code: "NoSuchKey"}}, true, false, 2},
-		{"500 on every attempt", true, []canned{{status: 500, code: "InternalError"}}, true, false, 3},
-		{"success without an ETag", true, []canned{{status: 200}}, true, false, 1},
+			[]canned{e(500, "InternalError"), e(412, "PreconditionFailed")}, errUnknown, 2},
+		{"500 then 404 NoSuchKey", true, []canned{e(500, "InternalError"), e(404, "NoSuchKey")}, errUnknown, 2},
+		{"500 then 503 SlowDown: the first may have been applied", true,
+			[]canned{e(500, "InternalError"), e(503, "SlowDown")}, errUnknown, 3},
+		{"500 then 403", true, []canned{e(500, "InternalError"), e(403, "AccessDenied")}, errUnknown, 2},
+		{"500 on every attempt", true, []canned{e(500, "InternalError")}, errUnknown, 3},
+		{"503 ServiceUnavailable on every attempt", true, []canned{e(503, "ServiceUnavailable")}, errUnknown, 3},
+		{"400 RequestTimeout (body not received in time)", true, []canned{e(400, "RequestTimeout")}, errUnknown, 3},
+		{"success without an ETag", true, []canned{{status: 200}}, errUnknown, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,17 +224,23 @@ func TestWriteAnswers(t *testing.T) {
 			}
 			tok, err := d.WriteEntry(t.Context(), e)
 			switch {
-			case !tc.wantErr && err != nil:
+			case tc.want == nil && err != nil:
 				t.Fatalf("WriteEntry: %v, want success", err)
-			case !tc.wantErr && tok.Version != ok.etag:
+			case tc.want == nil && tok.Version != ok.etag:
 				t.Errorf("token %q, want the ETag %s", tok.Version, ok.etag)
-			case tc.wantErr && err == nil:
+			case tc.want != nil && err == nil:
 				t.Fatalf("WriteEntry succeeded with token %+v, want an error", tok)
-			case errors.Is(err, entry.ErrRaceLost) != tc.wantLost:
-				t.Errorf("WriteEntry: %v; wraps entry.ErrRaceLost: %v, want %v", err, !tc.wantLost, tc.wantLost)
+			case tc.want != nil && classOf(err) != tc.want:
+				t.Errorf("WriteEntry: %v\nis of class %q, want %q", err, classOf(err), tc.want)
 			}
 			if err != nil {
 				t.Logf("error: %v", err)
+				if !strings.Contains(err.Error(), "s3://bucket/key") {
+					t.Errorf("error %q does not name s3://bucket/key", err)
+				}
+				if classOf(err) == entry.ErrRefused && !strings.Contains(err.Error(), cs.url) {
+					t.Errorf("refusal %q does not name the endpoint %s", err, cs.url)
+				}
 			}
 			reqs := cs.requests()
 			if len(reqs) != tc.wantAttempts {
@@ -159,6 +259,7 @@ func TestWriteAnswers(t *testing.T) {
 	}
 }
 
+// TestReadAnswers maps every answer S3 gives a GetObject to its class.
 func TestReadAnswers(t *testing.T) {
 	rec := &entry.RaceEntry{ElectionNumber: 4, Term: 2, LeaderID: "a", WriteID: "w-4"}
 	body, err := entry.Marshal(rec)
@@ -166,30 +267,43 @@ func TestReadAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	const etag = `"fedcba9876543210fedcba9876543210"`
+	e := func(status int, code string) canned { return canned{status: status, code: code} }
 	cases := []struct {
 		name      string
 		answer    canned
-		wantErr   string // "" for success
+		want      error  // nil: success
+		wantText  string // in the error
 		wantEmpty bool
 	}{
-		{"record", canned{status: 200, etag: etag, body: body}, "", false},
-		{"404 NoSuchKey", canned{status: 404, code: "NoSuchKey"}, "", true},
-		{"404 with an empty body", canned{status: 404}, "", true},
-		{"404 NoSuchBucket", canned{status: 404, code: "NoSuchBucket"}, "NoSuchBucket", false},
-		{"403 AccessDenied (missing object without s3:ListBucket)", canned{status: 403, code: "AccessDenied"}, "AccessDenied", false},
-		{"record without an ETag", canned{status: 200, body: body}, "no ETag", false},
-		{"oversized object", canned{status: 200, etag: etag, body: make([]byte, 2<<20)}, "larger than", false},
+		{"record", canned{status: 200, etag: etag, body: body}, nil, "", false},
+		{"404 NoSuchKey", e(404, "NoSuchKey"), nil, "", true},
+		{"404 with an empty body", canned{status: 404}, entry.ErrRefused, "404 without an S3 error code", false},
+		{"404 NoSuchBucket", e(404, "NoSuchBucket"), entry.ErrRefused, "NoSuchBucket", false},
+		{"403 AccessDenied (missing object without s3:ListBucket)", e(403, "AccessDenied"), entry.ErrRefused, "s3:ListBucket", false},
+		{"503 SlowDown", e(503, "SlowDown"), entry.ErrThrottled, "SlowDown", false},
+		{"429", e(429, "TooManyRequests"), entry.ErrThrottled, "429", false},
+		{"500 InternalError", e(500, "InternalError"), errUnknown, "InternalError", false},
+		{"record without an ETag", canned{status: 200, body: body}, errUnknown, "no ETag", false},
+		{"oversized object", canned{status: 200, etag: etag, body: make([]byte, 2<<20)}, entry.ErrCorruptRecord, "larger than", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newCannedServer(t, tc.answer).decider(t)
 			got, err := d.ReadCurrent(t.Context())
-			if tc.wantErr != "" {
+			if tc.want != nil {
 				if err == nil {
 					t.Fatalf("ReadCurrent = %+v, nil; want an error", got)
 				}
-				if !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "s3://bucket/key") {
-					t.Errorf("error %q does not say %q and name s3://bucket/key", err, tc.wantErr)
+				t.Logf("error: %v", err)
+				if tc.want == entry.ErrCorruptRecord {
+					if !errors.Is(err, tc.want) {
+						t.Errorf("ReadCurrent: %v; want an error wrapping %v", err, tc.want)
+					}
+				} else if classOf(err) != tc.want {
+					t.Errorf("ReadCurrent: %v\nis of class %q, want %q", err, classOf(err), tc.want)
+				}
+				if !strings.Contains(err.Error(), tc.wantText) || !strings.Contains(err.Error(), "s3://bucket/key") {
+					t.Errorf("error %q does not say %q and name s3://bucket/key", err, tc.wantText)
 				}
 				return
 			}
@@ -206,6 +320,88 @@ func TestReadAnswers(t *testing.T) {
 				t.Errorf("ReadCurrent = %+v, want write id %s, token %s with a commit time", got, rec.WriteID, etag)
 			}
 		})
+	}
+}
+
+// TestNotAnS3Endpoint points the backend at servers that answer every
+// request with 404, as a web server or a wrong port does. Neither a read nor
+// a write may take that for a missing record or a lost race: both are
+// refusals, after one request each, naming the endpoint and the object.
+// (Taking the read's 404 for "no election yet" and the write's for an
+// unknown outcome once made every candidate loop at hundreds of requests a
+// second.)
+func TestNotAnS3Endpoint(t *testing.T) {
+	for _, page := range notFoundPages {
+		t.Run(page.name, func(t *testing.T) {
+			cs := newCannedServer(t, canned{status: 404, ctype: page.ctype, body: []byte(page.body)})
+			d := cs.decider(t)
+			start := time.Now()
+			_, rerr := d.ReadCurrent(t.Context())
+			_, cerr := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
+			_, werr := d.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, LeaderID: "a", WriteID: "w-1",
+				Token: entry.LeaderToken{Version: `"0123456789abcdef0123456789abcdef"`}})
+			elapsed := time.Since(start)
+			for what, err := range map[string]error{"ReadCurrent": rerr, "WriteEntry (create)": cerr, "WriteEntry (replace)": werr} {
+				if !errors.Is(err, entry.ErrRefused) {
+					t.Errorf("%s: %v; want an error wrapping entry.ErrRefused", what, err)
+					continue
+				}
+				for _, w := range []string{cs.url, "s3://bucket/key", "404"} {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: %q does not say %q", what, err, w)
+					}
+				}
+			}
+			t.Logf("read: %v", rerr)
+			if n := len(cs.requests()); n != 3 {
+				t.Errorf("%d requests for three calls, want 3 (no retries of a refusal)", n)
+			}
+			if elapsed > 5*time.Second {
+				t.Errorf("three refused calls took %v", elapsed)
+			}
+		})
+	}
+}
+
+// TestPathStyleHint: a client that puts the bucket in the host name of a
+// custom endpoint, reaching (as through wildcard DNS) a server that serves
+// buckets by path only. The server reads the key as a bucket name and
+// answers NoSuchBucket, or 404 without a code; the error suggests
+// path_style=true. A client that already uses path-style gets no such hint.
+func TestPathStyleHint(t *testing.T) {
+	for _, answer := range []canned{{status: 404, code: "NoSuchBucket"}, {status: 404}} {
+		cs := newCannedServer(t, answer)
+		addr := strings.TrimPrefix(cs.url, "http://")
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}
+		t.Cleanup(tr.CloseIdleConnections)
+		endpoint := "http://s3.example.test:" + addr[strings.LastIndex(addr, ":")+1:]
+		for _, pathStyle := range []bool{false, true} {
+			c := s3.New(s3.Options{
+				Region:       "us-east-1",
+				BaseEndpoint: aws.String(endpoint),
+				UsePathStyle: pathStyle,
+				Credentials:  credentials.NewStaticCredentialsProvider("a", "s", ""),
+				HTTPClient:   &http.Client{Transport: tr},
+			})
+			d, err := les3.NewDecider(c, "bucket", "key")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = d.ReadCurrent(t.Context())
+			if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), endpoint) {
+				t.Fatalf("read: %v; want a refusal naming %s", err, endpoint)
+			}
+			if got := strings.Contains(err.Error(), "path_style=true"); got != !pathStyle {
+				t.Errorf("UsePathStyle %v, answer %d %s: %q suggests path_style=true: %v, want %v",
+					pathStyle, answer.status, answer.code, err, got, !pathStyle)
+			}
+		}
+		if host := cs.hosts(); len(host) == 0 || !strings.HasPrefix(host[0], "bucket.s3.example.test") {
+			t.Errorf("virtual-hosted request went to host %q, want bucket.s3.example.test:...", host)
+		}
 	}
 }
 

@@ -24,20 +24,17 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/racedecider/leaderelection/internal/testenv"
 	les3 "github.com/racedecider/leaderelection/s3"
 )
 
 // The environment scripts/versitygw.sh prints. Without it the versitygw
-// tests skip, unless envRequired is set (as CI does): then they fail.
+// tests skip, or fail under testenv.RequireServers (as in CI).
 const (
 	envEndpoint  = "LEADERELECTION_S3_ENDPOINT"
 	envAccessKey = "LEADERELECTION_S3_ACCESS_KEY"
 	envSecretKey = "LEADERELECTION_S3_SECRET_KEY"
-	envRequired  = "LEADERELECTION_S3_REQUIRED"
 )
-
-const skipVersitygw = "versitygw not running: start it with `eval \"$(scripts/versitygw.sh start)\"` " +
-	"(sets " + envEndpoint + ", " + envAccessKey + ", " + envSecretKey + ")"
 
 // runID keeps this run's keys apart from earlier runs' on a server whose data
 // persists (versitygw).
@@ -87,13 +84,7 @@ func gofakes3Store(t *testing.T) *store {
 // a bucket for this run, or skips the test.
 func versitygwStore(t *testing.T) *store {
 	t.Helper()
-	endpoint := os.Getenv(envEndpoint)
-	if endpoint == "" {
-		if os.Getenv(envRequired) != "" {
-			t.Fatal(skipVersitygw + "; " + envRequired + " is set, so this is a failure")
-		}
-		t.Skip(skipVersitygw)
-	}
+	endpoint := testenv.Server(t, envEndpoint, "versitygw", `eval "$(scripts/versitygw.sh start)"`)
 	s := &store{
 		name:     "versitygw",
 		endpoint: endpoint,

@@ -14,8 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
@@ -40,6 +38,13 @@ type Decider struct {
 	key     string
 	name    string
 	timeout time.Duration
+	// where names the endpoint in refusals: a wrong endpoint is the usual
+	// cause of one.
+	where string
+	// virtualHosted is set when the client sends requests for this bucket
+	// to a custom endpoint with the bucket in the host name, which most
+	// S3-compatible stores do not serve.
+	virtualHosted bool
 }
 
 // Option configures a Decider.
@@ -87,6 +92,18 @@ func NewDecider(client *s3.Client, bucket, key string, opts ...Option) (*Decider
 	for _, o := range opts {
 		o(d)
 	}
+	if client != nil {
+		co := client.Options()
+		switch {
+		case aws.ToString(co.BaseEndpoint) != "":
+			d.where = "endpoint " + aws.ToString(co.BaseEndpoint)
+			d.virtualHosted = !co.UsePathStyle
+		case co.Region != "":
+			d.where = "AWS S3 in region " + co.Region
+		default:
+			d.where = "AWS S3"
+		}
+	}
 	if d.timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout %s is negative", d.timeout))
 	}
@@ -103,8 +120,10 @@ func (d *Decider) String() string { return d.name }
 // with GetObject. The token's Version is the object's ETag exactly as the
 // server sends it (quotes included) and its CommitTime the object's
 // Last-Modified time (whole seconds). A missing
-// object (404 NoSuchKey) reads as entry.NoElections; a missing bucket is an
-// error.
+// object (404 NoSuchKey) reads as entry.NoElections. A missing bucket (404
+// NoSuchBucket), a 404 without an S3 error code (a wrong endpoint) and 403
+// are errors wrapping entry.ErrRefused, 503 SlowDown and 429 errors wrapping
+// entry.ErrThrottled.
 func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("s3: read %s: %w", d.name, err)
@@ -116,15 +135,16 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 		Key:    aws.String(d.key),
 	})
 	if err != nil {
-		if isMissingObject(err) {
+		c, why := classify(err, getObject)
+		if c == missing && ctx.Err() == nil {
 			return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
 		}
-		return nil, d.fail(ctx, opCtx, "read "+d.name, err)
+		return nil, d.fail(ctx, opCtx, "read "+d.name, err, c, why)
 	}
 	defer out.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(out.Body, maxRecordSize+1))
 	if err != nil {
-		return nil, d.fail(ctx, opCtx, "read body of "+d.name, err)
+		return nil, d.fail(ctx, opCtx, "read body of "+d.name, err, unknown, "")
 	}
 	etag := aws.ToString(out.ETag)
 	if len(data) > maxRecordSize {
@@ -148,12 +168,16 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 // the response's Date as CommitTime.
 //
 // A refused condition (412 Precondition Failed, 409
-// ConditionalRequestConflict, or 404 on an If-Match write: the object
-// conditioned on is gone) gives an error wrapping entry.ErrRaceLost, but only
-// when the SDK sent the request once. When it had to retry (connection
-// reset, timeout, 5xx), an earlier attempt may have been applied, and the
-// retry is then refused because of that very write; the error is then a
-// plain one, so the engine reads the record back and recognises its write id.
+// ConditionalRequestConflict, or 404 NoSuchKey on an If-Match write: the
+// object conditioned on is gone) gives an error wrapping entry.ErrRaceLost;
+// 503 SlowDown and 429 wrap entry.ErrThrottled; 403, 404 NoSuchBucket, any
+// other 404 (on a PUT, a 404 without NoSuchKey means a wrong endpoint or
+// bucket, never a lost race) and other 4xx wrap entry.ErrRefused. Each of
+// these holds only when no earlier attempt of the SDK's may have been
+// applied: when it had to retry after a connection reset, timeout or 5xx,
+// the retry may have been refused because of that very write, so the error
+// is then a plain one, and the engine reads the record back and recognises
+// its write id.
 //
 // The ETag of a plain PutObject is the MD5 of the body, so two identical
 // bodies get the same ETag and a writer holding the first one's ETag could
@@ -188,17 +212,19 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	}
 	opCtx, cancel := d.opContext(ctx)
 	defer cancel()
-	var attempts atomic.Int32
-	out, err := d.client.PutObject(opCtx, in, s3.WithAPIOptions(countAttempts(&attempts)))
+	req := putIfNoneMatch
+	if ifMatch {
+		req = putIfMatch
+	}
+	var at attempts
+	out, err := d.client.PutObject(opCtx, in, s3.WithAPIOptions(at.track(req)))
 	if err != nil {
-		if conditionRefused(err, ifMatch) {
-			if n := attempts.Load(); n > 1 {
-				return entry.LeaderToken{}, fmt.Errorf("s3: write %s (%s): outcome unknown: the SDK retried after a failed attempt and the retry was refused, possibly because the first attempt was applied (%d attempts): %w",
-					d.name, cond, n, err)
-			}
-			return entry.LeaderToken{}, fmt.Errorf("s3: write %s (%s): %w: %w", d.name, cond, entry.ErrRaceLost, err)
+		c, why := classify(err, req)
+		if n := at.n.Load(); n > 1 && c != unknown && at.unsure.Load() {
+			return entry.LeaderToken{}, fmt.Errorf("s3: write %s (%s): outcome unknown: the SDK retried after an attempt that may have been applied, and the last attempt was refused (%s), possibly because of that write (%d attempts): %w",
+				d.name, cond, why, n, err)
 		}
-		return entry.LeaderToken{}, d.fail(ctx, opCtx, "write "+d.name+" ("+cond+")", err)
+		return entry.LeaderToken{}, d.fail(ctx, opCtx, "write "+d.name+" ("+cond+")", err, c, why)
 	}
 	etag := aws.ToString(out.ETag)
 	if etag == "" {
@@ -218,82 +244,67 @@ func (d *Decider) opContext(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(ctx, d.timeout)
 }
 
-// fail wraps err from an S3 call described by what, making sure the result
-// wraps the caller's ctx.Err() when the caller's context ended, and says so
-// when the call's own timeout ran out.
-func (d *Decider) fail(ctx, opCtx context.Context, what string, err error) error {
+// fail wraps err from an S3 call described by what, whose answer classify
+// put in class c for reason why. The result wraps the caller's ctx.Err()
+// when the caller's context ended, and says so when the call's own timeout
+// ran out: either is an unknown outcome, whatever the answer was.
+func (d *Decider) fail(ctx, opCtx context.Context, what string, err error, c class, why string) error {
 	switch {
 	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
 		return fmt.Errorf("s3: %s: %w: %w", what, ctx.Err(), err)
-	case ctx.Err() == nil && opCtx.Err() != nil:
+	case ctx.Err() != nil:
+		return fmt.Errorf("s3: %s: %w", what, err)
+	case opCtx.Err() != nil:
 		return fmt.Errorf("s3: %s: no answer within %s (see WithTimeout): %w", what, d.timeout, err)
+	}
+	switch c {
+	case raceLost:
+		return fmt.Errorf("s3: %s: %w: %s: %w", what, entry.ErrRaceLost, why, err)
+	case throttled:
+		return fmt.Errorf("s3: %s: %w: %s: %w", what, entry.ErrThrottled, why, err)
+	case refused:
+		return fmt.Errorf("s3: %s at %s: %w: %s%s: %w", what, d.where, entry.ErrRefused, why, d.hint(err), err)
+	}
+	if isDNSError(err) {
+		return fmt.Errorf("s3: %s at %s%s: %w", what, d.where, d.hint(err), err)
 	}
 	return fmt.Errorf("s3: %s: %w", what, err)
 }
 
-// httpStatus returns the HTTP status of an S3 error response, or 0.
-func httpStatus(err error) int {
+// hint suggests path-style addressing when a request that put the bucket in
+// the host name of a custom endpoint found no bucket or no such host.
+func (d *Decider) hint(err error) string {
+	if !d.virtualHosted {
+		return ""
+	}
 	var re *smithyhttp.ResponseError
-	if errors.As(err, &re) {
-		return re.HTTPStatusCode()
+	if errors.As(err, &re) && re.HTTPStatusCode() != http.StatusNotFound {
+		return ""
 	}
-	return 0
+	return " (the client puts the bucket in the endpoint's host name, as AWS does; most S3-compatible stores need path-style addressing: add path_style=true to the s3:// URL, or set UsePathStyle on the client)"
 }
 
-// errorCode returns the S3 error code (such as "NoSuchKey"), or "".
-func errorCode(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
+// attempts records, for one operation, how many attempts the SDK made and
+// whether any of them may have been applied.
+type attempts struct {
+	n      atomic.Int32
+	unsure atomic.Bool
 }
 
-// isMissingObject reports whether a GetObject error says the object does not
-// exist, as opposed to the bucket or the endpoint.
-func isMissingObject(err error) bool {
-	var nsk *types.NoSuchKey
-	if errors.As(err, &nsk) {
-		return true
-	}
-	if httpStatus(err) != http.StatusNotFound {
-		return false
-	}
-	switch errorCode(err) {
-	case "NoSuchKey", "NotFound", "":
-		return true
-	}
-	return false
-}
-
-// conditionRefused reports whether a PutObject error says the write's
-// condition did not hold.
-func conditionRefused(err error, ifMatch bool) bool {
-	status, code := httpStatus(err), errorCode(err)
-	switch {
-	case status == http.StatusPreconditionFailed || code == "PreconditionFailed":
-		// Some servers send 412 with an empty error code.
-		return true
-	case code == "ConditionalRequestConflict":
-		// 409: a concurrent conditional write to the key was in progress.
-		return true
-	case ifMatch && (status == http.StatusNotFound || code == "NoSuchKey") && code != "NoSuchBucket":
-		// AWS answers If-Match on a missing object with 404 NoSuchKey (some
-		// servers answer 412): the record conditioned on is gone.
-		return true
-	}
-	return false
-}
-
-// countAttempts adds a middleware that counts the attempts the SDK makes for
-// one operation: it sits after the retry middleware, so it runs once per
-// attempt.
-func countAttempts(n *atomic.Int32) func(*middleware.Stack) error {
+// track adds a middleware that sits after the SDK's retry middleware, so it
+// runs once per attempt and sees each attempt's answer.
+func (a *attempts) track(req request) func(*middleware.Stack) error {
 	return func(st *middleware.Stack) error {
-		return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("leaderelectionCountAttempts",
+		return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("leaderelectionTrackAttempts",
 			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-				n.Add(1)
-				return next.HandleFinalize(ctx, in)
+				a.n.Add(1)
+				out, md, err := next.HandleFinalize(ctx, in)
+				if err != nil {
+					if c, _ := classify(err, req); c == unknown {
+						a.unsure.Store(true)
+					}
+				}
+				return out, md, err
 			}), middleware.After)
 	}
 }

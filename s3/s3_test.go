@@ -2,11 +2,16 @@ package s3_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	leaderelection "github.com/racedecider/leaderelection"
@@ -177,48 +182,106 @@ func TestIfMatchOnMissingRecordLosesRace(t *testing.T) {
 	})
 }
 
-// TestMissingBucketIsAnError: a missing bucket must not read as an empty
-// election, nor a write to it as a lost race.
-func TestMissingBucketIsAnError(t *testing.T) {
+// TestMissingBucketIsRefused: a missing bucket must not read as an empty
+// election, nor a write to it as a lost race or an unknown outcome: both
+// are refusals naming the object.
+func TestMissingBucketIsRefused(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *store) {
 		c := s.client(t, "")
 		d, err := les3.NewDecider(c, "no-such-bucket-"+runID, "k")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e, err := d.ReadCurrent(t.Context()); err == nil {
-			t.Fatalf("read from a missing bucket = %+v, nil; want an error", e)
-		} else if !strings.Contains(err.Error(), "s3://no-such-bucket-") {
-			t.Errorf("error %q does not name the object", err)
+		e, err := d.ReadCurrent(t.Context())
+		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "s3://no-such-bucket-") {
+			t.Fatalf("read from a missing bucket = %+v, %v; want a refusal naming the object", e, err)
 		}
-		_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w"})
-		if err == nil || errors.Is(err, entry.ErrRaceLost) {
-			t.Fatalf("create in a missing bucket: err = %v, want an error other than a lost race", err)
+		t.Logf("%s: read: %v", s.name, err)
+		for _, tok := range []entry.LeaderToken{{}, {Version: `"0123456789abcdef0123456789abcdef"`}} {
+			_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w", Token: tok})
+			if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "s3://no-such-bucket-") {
+				t.Fatalf("write to a missing bucket (token %q): %v; want a refusal naming the object", tok.Version, err)
+			}
 		}
 	})
 }
 
-// TestTokens: the token is the ETag the server reports, and carries the
-// store's clock.
-func TestTokens(t *testing.T) {
+// TestLostRaceClass: the store's own 412 for a create of an existing object
+// and for a stale ETag is a lost race, nothing else.
+func TestLostRaceClass(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *store) {
-		c := s.client(t, "")
-		d, _ := s.decider(t, c)
-		before := time.Now().Add(-time.Minute)
+		d, _ := s.decider(t, s.client(t, ""))
 		tok, err := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := d.ReadCurrent(t.Context())
+		if _, err := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "b", WriteID: "w-b"}); classOf(err) != entry.ErrRaceLost {
+			t.Errorf("create of an existing record: %v; want only entry.ErrRaceLost", err)
+		}
+		if _, err := d.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, LeaderID: "a", WriteID: "w-1", Token: tok}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, LeaderID: "c", WriteID: "w-c", Token: tok})
+		if classOf(err) != entry.ErrRaceLost {
+			t.Errorf("write on a stale ETag: %v; want only entry.ErrRaceLost", err)
+		}
+		t.Logf("%s: %v", s.name, err)
+	})
+}
+
+// TestWrongCredentials: versitygw checks signatures (gofakes3 does not); a
+// client with keys it does not know is refused, for reads and writes.
+func TestWrongCredentials(t *testing.T) {
+	s := versitygwStore(t)
+	bad := *s
+	bad.secret = "not-" + s.secret
+	d, _ := bad.decider(t, bad.client(t, ""))
+	_, rerr := d.ReadCurrent(t.Context())
+	_, werr := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w"})
+	for what, err := range map[string]error{"read": rerr, "write": werr} {
+		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "403") {
+			t.Errorf("%s with a wrong secret key: %v; want a 403 refusal", what, err)
+		}
+	}
+	t.Logf("read: %v", rerr)
+}
+
+// TestVirtualHostedRequests sends requests with the bucket in the host name
+// (a client without UsePathStyle) to the real servers, through a dialer
+// that resolves every name to them, as wildcard DNS would. Whatever they
+// answer must not be a missing record or a lost race; a refusal suggests
+// path_style=true.
+func TestVirtualHostedRequests(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *store) {
+		addr := s.hostPort(t)
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}
+		t.Cleanup(tr.CloseIdleConnections)
+		c := s3.New(s3.Options{
+			Region:       "us-east-1",
+			BaseEndpoint: aws.String("http://s3.example.test:" + addr[strings.LastIndex(addr, ":")+1:]),
+			Credentials:  credentials.NewStaticCredentialsProvider(s.access, s.secret, ""),
+			HTTPClient:   &http.Client{Transport: tr},
+		})
+		d, err := les3.NewDecider(c, s.bucket, "elections/"+newKey())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Token.Version != tok.Version {
-			t.Errorf("read ETag %s, write returned %s", got.Token.Version, tok.Version)
+		e, rerr := d.ReadCurrent(t.Context())
+		if rerr == nil {
+			t.Logf("%s serves virtual-hosted requests: read %+v", s.name, e)
+			return
 		}
-		for name, ct := range map[string]time.Time{"write": tok.CommitTime, "read": got.Token.CommitTime} {
-			if ct.Before(before) || ct.After(time.Now().Add(time.Minute)) {
-				t.Errorf("%s token CommitTime %v is not about now", name, ct)
+		t.Logf("%s: read: %v", s.name, rerr)
+		_, werr := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w"})
+		t.Logf("%s: write: %v", s.name, werr)
+		for what, err := range map[string]error{"read": rerr, "write": werr} {
+			if classOf(err) != entry.ErrRefused {
+				t.Errorf("%s: %v; want a refusal", what, err)
+			} else if strings.Contains(err.Error(), "404") && !strings.Contains(err.Error(), "path_style=true") {
+				t.Errorf("%s: %v; want a hint at path_style=true", what, err)
 			}
 		}
 	})
