@@ -2,53 +2,22 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"testing/synctest"
 	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/memory"
 )
-
-// TestDemoInVirtualTime runs the demo with its default schedule in a synctest
-// bubble, where its 20 seconds pass at once.
-func TestDemoInVirtualTime(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var out bytes.Buffer
-		ok, err := runDemo(t.Context(), &out, demoOptions{term: 4 * time.Second, skew: 500 * time.Millisecond, candidates: 3})
-		if err != nil || !ok {
-			t.Fatalf("runDemo = %v, %v\n%s", ok, err, &out)
-		}
-		text := out.String()
-		// The shut-down leader's release may be replaced before the
-		// watcher reads it, so its "released" line is not required.
-		order := []string{"ELECTED", "PAUSES", "term ended", "took over", "REJECTS", "CRASHES", "took over", "restarts", "SHUTS DOWN", "took over", "released", "Summary"}
-		rest := text
-		for _, w := range order {
-			i := strings.Index(rest, w)
-			if i < 0 {
-				t.Fatalf("demo output lacks %q in the expected order:\n%s", w, text)
-			}
-			rest = rest[i+len(w):]
-		}
-		if !strings.Contains(text, "1 rejected") {
-			t.Errorf("demo output does not report one rejected write:\n%s", text)
-		}
-		t.Logf("\n%s", text)
-	})
-}
-
-func TestDemoWithTwoCandidates(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var out bytes.Buffer
-		if ok, err := runDemo(t.Context(), &out, demoOptions{term: time.Second, skew: 100 * time.Millisecond, candidates: 2}); err != nil || !ok {
-			t.Fatalf("runDemo = %v, %v\n%s", ok, err, &out)
-		}
-	})
-}
 
 func TestCommandLine(t *testing.T) {
 	dir := t.TempDir()
@@ -71,7 +40,29 @@ func TestCommandLine(t *testing.T) {
 		{name: "help run", args: []string{"help", "run"}, stdout: []string{"LEADER_TERM", "--grace duration", "[$LEADERELECT_STORE]", "(default 15s)"}},
 		{name: "run --help", args: []string{"run", "--help"}, stdout: []string{"LEADER_EXPIRY", "SIGKILL"}},
 		{name: "status -h", args: []string{"status", "-h"}, stdout: []string{"released", "--json"}},
-		{name: "bad flag", args: []string{"watch", "--polll=1s"}, code: exitUsage, stderr: []string{"polll", "leaderelect watch --help"}},
+		{name: "help run grace", args: []string{"run", "--help"}, stdout: []string{"(default the smaller of 10s and a quarter of --term)"}},
+		{name: "bad flag", args: []string{"watch", "--polll=1s"}, code: exitUsage,
+			stderr: []string{"leaderelect watch: flag provided but not defined: --polll\n", "leaderelect watch --help"}},
+		{name: "flag needs a value", args: []string{"status", "--store"}, code: exitUsage,
+			stderr: []string{"leaderelect status: flag needs an argument: --store\n"}},
+		{name: "duration without unit", args: []string{"run", "--term", "2", "--", "true"}, code: exitUsage,
+			stderr: []string{`leaderelect run: invalid value "2" for flag --term: parse error (a duration needs a unit: 2s, 2ms or 2m)`}},
+		{name: "bad duration", args: []string{"watch", "--poll=soon"}, code: exitUsage,
+			stderr: []string{`leaderelect watch: invalid value "soon" for flag --poll: parse error (a duration is a number with a unit`}},
+		{name: "demo duration without unit", args: []string{"demo", "--term=1"}, code: exitUsage,
+			stderr: []string{`leaderelect demo: invalid value "1" for flag --term`, "needs a unit: 1s"}},
+		{name: "duration without unit in the environment", args: []string{"status", "--store", record}, env: map[string]string{"LEADERELECT_SKEW": "1"},
+			code: exitUsage, stderr: []string{`leaderelect status: invalid environment variable LEADERELECT_SKEW="1"`, "needs a unit: 1s"}},
+		{name: "quick failover with the default grace", args: []string{"run", "--store", record + "-run", "--term=4s", "--skew=500ms", "--", "true"}},
+		{name: "short term with the default grace", args: []string{"run", "--store", record + "-run", "--term=300ms", "--skew=50ms", "--", "true"}},
+		{name: "run in a missing directory", args: []string{"run", "--store", "file://" + dir + "/missing/record", "--", "true"}, code: exitFailed,
+			stderr: []string{"leaderelect run: ", dir + "/missing/record", "no such file or directory"}},
+		{name: "run under a regular file", args: []string{"run", "--store", "file://" + corrupt + "/record", "--", "true"}, code: exitFailed,
+			stderr: []string{"leaderelect run: ", corrupt + "/record", "not a directory"}},
+		{name: "status under a regular file", args: []string{"status", "--store", "file://" + corrupt + "/record"}, code: exitFailed,
+			stderr: []string{"leaderelect status: ", corrupt + "/record", "not a directory"}},
+		{name: "watch in a missing directory", args: []string{"watch", "--store", "file://" + dir + "/missing/record"}, code: exitFailed,
+			stderr: []string{"leaderelect watch: ", dir + "/missing/record", "no such file or directory"}},
 		{name: "no store", args: []string{"run", "--", "true"}, code: exitUsage, stderr: []string{"--store is required", "LEADERELECT_STORE"}},
 		{name: "no command to run", args: []string{"run", "--store", record}, code: exitUsage, stderr: []string{"no COMMAND given"}},
 		{name: "unknown scheme", args: []string{"status", "--store", "etcd://x/y"}, code: exitUsage,
@@ -164,5 +155,44 @@ func TestStatusPermissionDenied(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != exitFailed || !strings.Contains(stderr.String(), "permission denied") {
 		t.Errorf("as nobody: %v, stderr %q; want exit %d and permission denied", err, &stderr, exitFailed)
+	}
+}
+
+// refusingScheme is a store whose reads succeed and whose writes are refused
+// for good, as a store that the process may read but not write answers.
+const refusingScheme = "refusing"
+
+func init() {
+	leaderelection.RegisterScheme(refusingScheme, leaderelection.URLOpener{
+		Form: "refusing://NAME",
+		Open: func(ctx context.Context, u *url.URL) (leaderelection.RaceDecider, error) {
+			return refusingDecider{memory.NewDecider()}, nil
+		},
+	})
+}
+
+type refusingDecider struct{ *memory.Decider }
+
+func (refusingDecider) WriteEntry(context.Context, *entry.RaceEntry) (entry.LeaderToken, error) {
+	return entry.LeaderToken{}, fmt.Errorf("refusing: write x: permission denied: %w", entry.ErrRefused)
+}
+
+func (refusingDecider) String() string { return "refusing://x" }
+
+// TestRunStoreRefuses: when Acquire gives up on a refusal, run exits 125
+// naming the store, instead of retrying forever.
+func TestRunStoreRefuses(t *testing.T) {
+	var stdout, stderr syncBuffer
+	done := make(chan outcome, 1)
+	go func() {
+		done <- dispatch([]string{"run", "--store", "refusing://x", "--term=1s", "--skew=100ms", "--", "true"}, &stdout, &stderr)
+	}()
+	select {
+	case o := <-done:
+		if o.code != exitFailed || !strings.Contains(stderr.String(), "leaderelect run: the store refusing://x refused: ") {
+			t.Errorf("exit %+v, stderr:\n%s\nwant %d and the store named", o, &stderr, exitFailed)
+		}
+	case <-time.After(patience):
+		t.Fatalf("run still campaigns %v after its write was refused for good; Acquire must return an error wrapping ErrRefused\n%s", patience, &stderr)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -153,6 +154,14 @@ func newFlagSet(name, synopsis, description string, stdout, stderr io.Writer) *f
 	return fs
 }
 
+// isSet reports whether the flag was given on the command line or by its
+// environment variable (parse sets both through the flag package).
+func (fs *flagSet) isSet(name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 func envName(flagName string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
@@ -161,14 +170,18 @@ func envName(flagName string) string {
 // its environment variable. It prints the help on --help. It returns false
 // with the outcome when the caller should stop.
 func (fs *flagSet) parse(args []string) (outcome, bool) {
-	if err := fs.Parse(args); err != nil {
+	// The flag package's own message names flags with one dash; parse
+	// quietly and say it in leaderelect's words.
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.printHelp(fs.stdout)
 			return outcome{}, false
 		}
-		// The flag package has printed the error.
-		fmt.Fprintf(fs.Output(), "Run 'leaderelect %s --help' for usage.\n", fs.name)
-		return outcome{code: exitUsage}, false
+		return fs.usageError("%s", fs.flagError(err)), false
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -179,13 +192,49 @@ func (fs *flagSet) parse(args []string) (outcome, bool) {
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			errs = append(errs, fmt.Sprintf("%s=%q: %v", envName(f.Name), v, err))
+			errs = append(errs, fmt.Sprintf("%s=%q: %v%s", envName(f.Name), v, err, durationHint(f, v)))
 		}
 	})
 	if len(errs) > 0 {
 		return fs.usageError("invalid environment variable %s", strings.Join(errs, "; ")), false
 	}
 	return outcome{}, true
+}
+
+// dashedFlag is a flag name as the flag package writes it in its errors,
+// with one dash.
+var dashedFlag = regexp.MustCompile(`(^|[ :])-([A-Za-z][A-Za-z0-9_-]*)`)
+
+// flagError rewrites an error of the flag package with the double-dash flag
+// names leaderelect documents, and adds a hint when a duration lacks its
+// unit.
+func (fs *flagSet) flagError(err error) string {
+	msg := dashedFlag.ReplaceAllString(err.Error(), "$1--$2")
+	// invalid value "2" for flag --term: parse error
+	var value, name string
+	if _, scanErr := fmt.Sscanf(msg, "invalid value %q for flag --%s", &value, &name); scanErr == nil {
+		name = strings.TrimSuffix(name, ":")
+		if f := fs.Lookup(name); f != nil {
+			msg += durationHint(f, value)
+		}
+	}
+	return msg
+}
+
+// durationHint says how to write a duration when f takes one and value is a
+// bare number, the commonest mistake.
+func durationHint(f *flag.Flag, value string) string {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return ""
+	}
+	if _, isDuration := g.Get().(time.Duration); !isDuration {
+		return ""
+	}
+	if _, err := strconv.ParseFloat(value, 64); err == nil {
+		return fmt.Sprintf(" (a duration needs a unit: %ss, %sms or %sm)", value, value, value)
+	}
+	return " (a duration is a number with a unit: 15s, 500ms, 1m30s)"
 }
 
 func (fs *flagSet) usageError(format string, args ...any) outcome {

@@ -69,7 +69,7 @@ func runMain(args []string, stdout, stderr io.Writer) outcome {
 	id := fs.String("id", "", "this candidate's `ID`, unique per process (default HOST-PID-RANDOM)")
 	term := fs.Duration("term", leaderelection.DefaultTermLength, "how long a term lasts unless extended; a crashed leader is replaced after at most term + skew")
 	skew := fs.Duration("skew", leaderelection.DefaultMaxClockSkew, "the most any two candidates' clocks may differ")
-	grace := fs.Duration("grace", 10*time.Second, "how long COMMAND has to exit after SIGTERM before SIGKILL; must be less than term - skew")
+	grace := fs.Duration("grace", 0, "how long COMMAND has to exit after SIGTERM before SIGKILL; must be less than term - skew (default the smaller of 10s and a quarter of --term)")
 	restart := fs.Bool("restart", false, "when COMMAND exits, campaign again and rerun it instead of exiting")
 	quiet := fs.Bool("quiet", false, "log only warnings and errors")
 	if o, ok := fs.parse(args); !ok {
@@ -81,6 +81,9 @@ func runMain(args []string, stdout, stderr io.Writer) outcome {
 	}
 	if *id == "" {
 		*id = defaultID()
+	}
+	if !fs.isSet("grace") {
+		*grace = defaultGrace(*term)
 	}
 	problems := timingProblems(*term, *skew)
 	if *grace < 0 {
@@ -104,6 +107,8 @@ func runMain(args []string, stdout, stderr io.Writer) outcome {
 		level = slog.LevelWarn
 	}
 	r := &runner{
+		fs:        fs,
+		store:     *store,
 		decider:   d,
 		argv:      argv,
 		id:        *id,
@@ -119,6 +124,13 @@ func runMain(args []string, stdout, stderr io.Writer) outcome {
 	return r.run()
 }
 
+// defaultGrace is --grace when not given: long enough for most commands to
+// clean up, and short enough for any valid --term (a quarter of it is always
+// less than term - skew, since skew < term/2).
+func defaultGrace(term time.Duration) time.Duration {
+	return min(10*time.Second, term/4)
+}
+
 func defaultID() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
@@ -129,6 +141,8 @@ func defaultID() string {
 
 // runner is one leaderelect run.
 type runner struct {
+	fs                *flagSet
+	store             string // its URL
 	decider           leaderelection.RaceDecider
 	argv              []string
 	id                string
@@ -194,8 +208,15 @@ func (r *runner) run() outcome {
 		err := cfg.Acquire(ctx)
 		cancel()
 		if err != nil && !errors.Is(err, context.Canceled) {
+			// Acquire gives up only on what retrying cannot heal: a store
+			// that refuses (entry.ErrRefused: permission denied, no such
+			// bucket or directory), a corrupt record, a bad config.
+			what := "failed"
+			if errors.Is(err, leaderelection.ErrRefused) {
+				what = "refused"
+			}
 			r.log.Error("giving up", "err", err)
-			return outcome{code: exitFailed}
+			return r.fs.failed("the store %s %s: %v", r.store, what, err)
 		}
 		r.mu.Lock()
 		stopping, exited := r.signal != 0, r.exited

@@ -220,7 +220,7 @@ func watchMain(args []string, stdout, stderr io.Writer) outcome {
 		return fs.failed("writing output: %v", werr)
 	}
 	if sigCtx.Err() == nil {
-		return fs.failed("%v", err)
+		return fs.failed("watching the store %s: %v", *store, err)
 	}
 	return outcome{}
 }
