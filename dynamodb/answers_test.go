@@ -1,0 +1,277 @@
+package dynamodb_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ledynamodb "github.com/racedecider/leaderelection/dynamodb"
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// canned is one answer of a cannedServer, shaped as DynamoDB's JSON
+// protocol shapes it: an error is a status with a body naming its __type.
+type canned struct {
+	status int
+	code   string         // error type, such as "ConditionalCheckFailedException"
+	item   map[string]any // Item in the body (GetItem, or a refusal with ALL_OLD)
+	hang   bool           // wait until the request's context ends, answering nothing
+}
+
+// cannedServer answers DynamoDB requests with canned responses, one per
+// request in order (the last one repeats), to test how the backend reads
+// answers DynamoDB Local never gives: throttling, IAM refusals, 5xx.
+type cannedServer struct {
+	url     string
+	arrived chan struct{}
+
+	mu      sync.Mutex
+	answers []canned
+	bodies  []map[string]any
+}
+
+func newCannedServer(t *testing.T, answers ...canned) *cannedServer {
+	cs := &cannedServer{answers: answers, arrived: make(chan struct{}, 100)}
+	srv := httptest.NewServer(http.HandlerFunc(cs.serve))
+	t.Cleanup(srv.Close)
+	cs.url = srv.URL
+	return cs
+}
+
+func (cs *cannedServer) serve(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	var body map[string]any
+	_ = json.Unmarshal(raw, &body)
+	cs.mu.Lock()
+	cs.bodies = append(cs.bodies, body)
+	a := cs.answers[0]
+	if len(cs.answers) > 1 {
+		cs.answers = cs.answers[1:]
+	}
+	cs.mu.Unlock()
+	cs.arrived <- struct{}{}
+	if a.hang {
+		<-r.Context().Done()
+		return
+	}
+	out := map[string]any{}
+	if a.code != "" {
+		out["__type"] = "com.amazonaws.dynamodb.v20120810#" + a.code
+		out["message"] = "canned " + a.code
+	}
+	if a.item != nil {
+		out["Item"] = a.item
+	}
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("x-amzn-RequestId", "canned")
+	w.WriteHeader(a.status)
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func (cs *cannedServer) requests() []map[string]any {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.bodies
+}
+
+func (cs *cannedServer) decider(t *testing.T, opts ...ledynamodb.Option) *ledynamodb.Decider {
+	d, err := ledynamodb.NewDecider(newClient(t, cs.url), "elections", "key", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// itemJSON is an item in DynamoDB's JSON, holding rec.
+func itemJSON(t *testing.T, rec *entry.RaceEntry, version int) map[string]any {
+	t.Helper()
+	data, err := entry.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]any{
+		"pk":       map[string]any{"S": "key"},
+		"record":   map[string]any{"B": base64.StdEncoding.EncodeToString(data)},
+		"version":  map[string]any{"N": fmt.Sprint(version)},
+		"write_id": map[string]any{"S": rec.WriteID},
+	}
+}
+
+// TestWriteAnswers checks the class WriteEntry gives each answer, and that
+// an answer proves a write unapplied only when no earlier attempt may have
+// been applied.
+func TestWriteAnswers(t *testing.T) {
+	mine := &entry.RaceEntry{ElectionNumber: 5, Term: 5, LeaderID: "a", WriteID: "w-mine"}
+	other := &entry.RaceEntry{ElectionNumber: 5, Term: 5, LeaderID: "b", WriteID: "w-other"}
+	ok := canned{status: 200}
+	ccf := func(item map[string]any) canned {
+		return canned{status: 400, code: "ConditionalCheckFailedException", item: item}
+	}
+	c := func(status int, code string) canned { return canned{status: status, code: code} }
+	const (
+		success  = "success"
+		lost     = "lost"
+		throttle = "throttled"
+		refused  = "refused"
+		unknown  = "unknown"
+	)
+	cases := []struct {
+		name    string
+		answers []canned
+		want    string
+	}{
+		{"applied", []canned{ok}, success},
+		{"condition failed", []canned{ccf(itemJSON(t, other, 5))}, lost},
+		{"condition failed on our own record, first attempt", []canned{ccf(itemJSON(t, mine, 5))}, lost},
+		{"ProvisionedThroughputExceeded on every attempt", []canned{c(400, "ProvisionedThroughputExceededException")}, throttle},
+		{"ThrottlingException on every attempt", []canned{c(400, "ThrottlingException")}, throttle},
+		{"RequestLimitExceeded on every attempt", []canned{c(400, "RequestLimitExceeded")}, throttle},
+		{"throttled, then condition failed", []canned{c(400, "ThrottlingException"), ccf(itemJSON(t, other, 5))}, lost},
+		{"throttled, then applied", []canned{c(400, "ThrottlingException"), ok}, success},
+		{"ResourceNotFound", []canned{c(400, "ResourceNotFoundException")}, refused},
+		{"AccessDenied", []canned{c(400, "AccessDeniedException")}, refused},
+		{"UnrecognizedClient", []canned{c(400, "UnrecognizedClientException")}, refused},
+		{"InvalidSignature", []canned{c(400, "InvalidSignatureException")}, refused},
+		{"ValidationException", []canned{c(400, "ValidationException")}, refused},
+		{"TransactionConflict", []canned{c(400, "TransactionConflictException")}, unknown},
+		{"InternalServerError on every attempt", []canned{c(500, "InternalServerError")}, unknown},
+		{"503 on every attempt", []canned{c(503, "ServiceUnavailable")}, unknown},
+		// The SDK's retry of an applied write is refused because of it.
+		{"500, then condition failed on our own record", []canned{c(500, "InternalServerError"), ccf(itemJSON(t, mine, 5))}, success},
+		{"500, then condition failed on another record", []canned{c(500, "InternalServerError"), ccf(itemJSON(t, other, 5))}, unknown},
+		{"500, then condition failed on our write id at another version", []canned{c(500, "InternalServerError"), ccf(itemJSON(t, mine, 6))}, unknown},
+		{"500, then condition failed with no item", []canned{c(500, "InternalServerError"), ccf(nil)}, unknown},
+		{"500, then throttled", []canned{c(500, "InternalServerError"), c(400, "ThrottlingException")}, unknown},
+		{"500, then refused", []canned{c(500, "InternalServerError"), c(400, "AccessDeniedException")}, unknown},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := newCannedServer(t, tc.answers...)
+			d := cs.decider(t)
+			e := mine.Clone()
+			e.Token = entry.LeaderToken{Version: "4:w-prev"}
+			tok, err := d.WriteEntry(t.Context(), e)
+			got := unknown
+			switch {
+			case err == nil:
+				got = success
+				if tok.Version != "5:w-mine" {
+					t.Errorf("token %q, want 5:w-mine", tok.Version)
+				}
+			case errors.Is(err, entry.ErrRaceLost):
+				got = lost
+			case errors.Is(err, entry.ErrThrottled):
+				got = throttle
+			case errors.Is(err, entry.ErrRefused):
+				got = refused
+			}
+			if got != tc.want {
+				t.Errorf("WriteEntry: %v; class %s, want %s", err, got, tc.want)
+			} else if err != nil {
+				t.Logf("%s: %v", got, err)
+			}
+			if err != nil && !strings.Contains(err.Error(), "dynamodb://elections/key") {
+				t.Errorf("error %q does not name the item", err)
+			}
+			for _, b := range cs.requests() {
+				if b["ConditionExpression"] != "#v = :v AND #w = :w" || b["ReturnValuesOnConditionCheckFailure"] != "ALL_OLD" {
+					t.Errorf("request %v: want a condition on version and write id, and ALL_OLD", b)
+				}
+			}
+		})
+	}
+}
+
+func TestReadAnswers(t *testing.T) {
+	rec := &entry.RaceEntry{ElectionNumber: 4, Term: 2, LeaderID: "a", WriteID: "w-4"}
+	cases := []struct {
+		name      string
+		answer    canned
+		wantErr   error // nil for success
+		wantEmpty bool
+	}{
+		{"record", canned{status: 200, item: itemJSON(t, rec, 7)}, nil, false},
+		{"no item", canned{status: 200}, nil, true},
+		{"ResourceNotFound", canned{status: 400, code: "ResourceNotFoundException"}, entry.ErrRefused, false},
+		{"AccessDenied", canned{status: 400, code: "AccessDeniedException"}, entry.ErrRefused, false},
+		{"ProvisionedThroughputExceeded", canned{status: 400, code: "ProvisionedThroughputExceededException"}, entry.ErrThrottled, false},
+		{"InternalServerError", canned{status: 500, code: "InternalServerError"}, errors.New("unknown"), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := newCannedServer(t, tc.answer)
+			got, err := cs.decider(t).ReadCurrent(t.Context())
+			if tc.wantErr != nil {
+				if err == nil || !strings.Contains(err.Error(), "dynamodb://elections/key") {
+					t.Fatalf("ReadCurrent = %+v, %v; want an error naming dynamodb://elections/key", got, err)
+				}
+				for _, class := range []error{entry.ErrRefused, entry.ErrThrottled, entry.ErrRaceLost} {
+					if errors.Is(err, class) != (class == tc.wantErr) {
+						t.Errorf("ReadCurrent: %v; wraps %v: %v", err, class, !errors.Is(tc.wantErr, class))
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ReadCurrent: %v", err)
+			}
+			if b := cs.requests()[0]; b["ConsistentRead"] != true {
+				t.Errorf("GetItem request %v is not a strongly consistent read", b)
+			}
+			if tc.wantEmpty {
+				if got.ElectionNumber != entry.NoElections || !got.Token.IsZero() {
+					t.Errorf("ReadCurrent = %+v, want no elections and a zero token", got)
+				}
+				return
+			}
+			if got.WriteID != rec.WriteID || got.Token.Version != "7:w-4" {
+				t.Errorf("ReadCurrent = %+v, want write id %s and token 7:w-4", got, rec.WriteID)
+			}
+		})
+	}
+}
+
+// TestHangingServer: a server that accepts the request and never answers
+// gives an error within WithTimeout, and a context cancelled while a request
+// is in flight gives an error wrapping context.Canceled.
+func TestHangingServer(t *testing.T) {
+	e := &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"}
+	t.Run("timeout", func(t *testing.T) {
+		d := newCannedServer(t, canned{hang: true}).decider(t, ledynamodb.WithTimeout(200*time.Millisecond))
+		_, err := d.ReadCurrent(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "no answer within 200ms") {
+			t.Errorf("ReadCurrent from a hanging server: err = %v, want a timeout", err)
+		}
+		_, err = d.WriteEntry(t.Context(), e)
+		if err == nil || errors.Is(err, entry.ErrRaceLost) || !strings.Contains(err.Error(), "no answer within 200ms") {
+			t.Errorf("WriteEntry to a hanging server: err = %v, want a timeout (not a lost race)", err)
+		}
+	})
+	t.Run("cancelled in flight", func(t *testing.T) {
+		cs := newCannedServer(t, canned{hang: true})
+		d := cs.decider(t, ledynamodb.WithTimeout(0))
+		for name, call := range map[string]func(context.Context) error{
+			"ReadCurrent": func(ctx context.Context) error { _, err := d.ReadCurrent(ctx); return err },
+			"WriteEntry":  func(ctx context.Context) error { _, err := d.WriteEntry(ctx, e); return err },
+		} {
+			ctx, cancel := context.WithCancel(t.Context())
+			go func() {
+				<-cs.arrived
+				cancel()
+			}()
+			if err := call(ctx); !errors.Is(err, context.Canceled) || errors.Is(err, entry.ErrRaceLost) {
+				t.Errorf("%s cancelled in flight: err = %v, want one wrapping context.Canceled", name, err)
+			}
+			cancel()
+		}
+	})
+}
