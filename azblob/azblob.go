@@ -1,0 +1,309 @@
+package azblob
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// DefaultTimeout bounds each ReadCurrent and WriteEntry call, retries
+// included, unless WithTimeout says otherwise.
+const DefaultTimeout = 10 * time.Second
+
+// ContentType is the Content-Type of every record blob.
+const ContentType = "application/octet-stream"
+
+// maxRecordSize bounds the blob ReadCurrent will read and the record
+// WriteEntry will write. A record is well under a kilobyte; a blob larger
+// than this is not one.
+const maxRecordSize = 1 << 20
+
+// Write attempts: at most writeAttempts per WriteEntry call, the first pause
+// drawn from [initialBackoff/2, initialBackoff] and each later one from a
+// range twice as large, up to maxBackoff.
+const (
+	writeAttempts  = 4
+	initialBackoff = 100 * time.Millisecond
+	maxBackoff     = 2 * time.Second
+)
+
+// noRetries turns the SDK's own retries off for one call: WriteEntry retries
+// writes itself, because only it can tell which attempt's answer to believe.
+var noRetries = policy.RetryOptions{MaxRetries: -1}
+
+// Decider is a leaderelection.RaceDecider that keeps the election record in
+// one block blob. It is safe for concurrent use. It does not implement
+// leaderelection.ChangeNotifier: Blob Storage cannot push a change to a
+// waiting client, so candidates and watchers poll.
+type Decider struct {
+	blob      *blockblob.Client
+	container string
+	blobName  string
+	name      string // azblob://container/blob
+	timeout   time.Duration
+}
+
+// Option configures a Decider.
+type Option func(*Decider)
+
+// WithTimeout bounds each ReadCurrent and WriteEntry call, retries included,
+// to d (DefaultTimeout when not given). It keeps a candidate whose connection
+// hangs without an error from waiting on it indefinitely when its context has
+// no deadline. Zero means no bound but the context's.
+func WithTimeout(d time.Duration) Option {
+	return func(dc *Decider) { dc.timeout = d }
+}
+
+// NewDecider returns a Decider for the record stored in the block blob named
+// blobName in the container client addresses. The container must exist; the
+// blob is created by the first election.
+//
+// Make the client with any of the SDK's constructors: container.NewClient
+// with an azidentity credential, container.NewClientFromConnectionString,
+// container.NewClientWithSharedKeyCredential, or
+// container.NewClientWithNoCredential with a SAS URL. The client's retry
+// options apply to reads; writes are retried by WriteEntry itself.
+func NewDecider(client *container.Client, blobName string, opts ...Option) (*Decider, error) {
+	var errs []error
+	var containerName string
+	if client == nil {
+		errs = append(errs, errors.New("container client is nil"))
+	} else {
+		parts, err := blob.ParseURL(client.URL())
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("container URL %q: %w", redactURL(client.URL()), err))
+		case parts.ContainerName == "":
+			errs = append(errs, fmt.Errorf("container URL %q names no container", redactURL(client.URL())))
+		default:
+			containerName = parts.ContainerName
+		}
+	}
+	if err := validBlobName(blobName); err != nil {
+		errs = append(errs, err)
+	}
+	d := &Decider{
+		container: containerName,
+		blobName:  blobName,
+		name:      "azblob://" + containerName + "/" + blobName,
+		timeout:   DefaultTimeout,
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	if d.timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout %s is negative", d.timeout))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("azblob: NewDecider(%q): %w", blobName, errors.Join(errs...))
+	}
+	d.blob = client.NewBlockBlobClient(blobName)
+	return d, nil
+}
+
+// validBlobName checks the naming rules Azure documents for blobs.
+func validBlobName(b string) error {
+	switch {
+	case b == "":
+		return errors.New(`blob name is empty ("")`)
+	case len(b) > 1024:
+		return fmt.Errorf("blob name %.40q... is %d characters long, more than 1024", b, len(b))
+	case strings.HasSuffix(b, "/") || strings.HasSuffix(b, "."):
+		// Azure drops trailing dots and slashes from names, so the record
+		// would live under another name than the one given.
+		return fmt.Errorf("blob name %q ends with '/' or '.'", b)
+	}
+	return nil
+}
+
+// String returns the blob's name, azblob://container/blob.
+func (d *Decider) String() string { return d.name }
+
+// ReadCurrent implements leaderelection.RaceDecider: it downloads the blob
+// with one Get Blob request, retried by the SDK under the client's retry
+// options. The token's Version is the blob's ETag and its CommitTime the
+// blob's Last-Modified time (whole seconds). A missing blob (404
+// BlobNotFound) reads as entry.NoElections; a missing container is a
+// refusal.
+func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("azblob: read %s: %w", d.name, err)
+	}
+	opCtx, cancel := d.opContext(ctx)
+	defer cancel()
+	resp, err := d.blob.DownloadStream(opCtx, nil)
+	if err != nil {
+		o := classify(err, opRead)
+		if o == outcomeMissing {
+			return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
+		}
+		return nil, d.fail(ctx, opCtx, "read "+d.name, o, err)
+	}
+	defer resp.Body.Close()
+	if resp.ETag == nil || *resp.ETag == "" {
+		return nil, fmt.Errorf("azblob: read %s: the server sent no ETag; it cannot hold an election record", d.name)
+	}
+	etag := string(*resp.ETag)
+	at := d.name + " (ETag " + etag + ")"
+	if resp.ContentLength != nil && *resp.ContentLength > maxRecordSize {
+		return nil, fmt.Errorf("azblob: record %s: %w: the blob is %d bytes, larger than any record (%d)",
+			at, entry.ErrCorruptRecord, *resp.ContentLength, maxRecordSize)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxRecordSize+1))
+	if err != nil {
+		return nil, d.fail(ctx, opCtx, "read body of "+at, outcomeUnknown, err)
+	}
+	if len(data) > maxRecordSize {
+		return nil, fmt.Errorf("azblob: record %s: %w: larger than %d bytes", at, entry.ErrCorruptRecord, maxRecordSize)
+	}
+	e, err := entry.Unmarshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("azblob: record %s: %w", at, err)
+	}
+	var commit time.Time
+	if resp.LastModified != nil {
+		commit = *resp.LastModified
+	}
+	e.Token = entry.LeaderToken{Version: etag, CommitTime: commit}
+	return e, nil
+}
+
+// WriteEntry implements leaderelection.RaceDecider with a conditional Put
+// Blob: the whole record in one request, never staged blocks, with
+// If-None-Match: * when rentry.Token is zero and If-Match: <ETag> otherwise.
+// It returns the new blob's ETag as the token, with its Last-Modified time as
+// CommitTime.
+//
+// A refused condition (412 ConditionNotMet, 409 BlobAlreadyExists on a
+// create, 404 BlobNotFound on an If-Match write: the blob conditioned on is
+// gone) gives an error wrapping entry.ErrRaceLost, but only when no earlier
+// attempt of the same call may have been applied. See the package
+// documentation for how WriteEntry retries.
+func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entry.LeaderToken, error) {
+	if err := ctx.Err(); err != nil {
+		return entry.LeaderToken{}, fmt.Errorf("azblob: write %s: %w", d.name, err)
+	}
+	body, err := entry.Marshal(rentry)
+	if err != nil {
+		return entry.LeaderToken{}, fmt.Errorf("azblob: write %s: %w", d.name, err)
+	}
+	if len(body) > maxRecordSize {
+		return entry.LeaderToken{}, fmt.Errorf("azblob: write %s: the record is %d bytes, more than the %d allowed",
+			d.name, len(body), maxRecordSize)
+	}
+	sum := md5.Sum(body)
+	cond := &blob.ModifiedAccessConditions{}
+	op, what := opCreate, "write "+d.name+" (If-None-Match: *)"
+	if !rentry.Token.IsZero() {
+		etag := azcore.ETag(rentry.Token.Version)
+		cond.IfMatch = &etag
+		op, what = opReplace, "write "+d.name+" (If-Match: "+rentry.Token.Version+")"
+	} else {
+		any := azcore.ETagAny
+		cond.IfNoneMatch = &any
+	}
+	opts := &blockblob.UploadOptions{
+		HTTPHeaders: &blob.HTTPHeaders{
+			BlobContentType: ptr(ContentType),
+			// A record must never be served from a cache.
+			BlobCacheControl: ptr("no-store"),
+		},
+		// Azure checks the body against its MD5, so a record damaged in
+		// transit is refused rather than stored.
+		TransactionalValidation: blob.TransferValidationTypeMD5(sum[:]),
+		AccessConditions:        &blob.AccessConditions{ModifiedAccessConditions: cond},
+	}
+
+	opCtx, cancel := d.opContext(ctx)
+	defer cancel()
+	callCtx := policy.WithRetryOptions(opCtx, noRetries)
+	var unsure error // the first failed attempt that may have been applied
+	pause := initialBackoff
+	for attempt := 1; ; attempt++ {
+		resp, err := d.blob.Upload(callCtx, streaming.NopCloser(bytes.NewReader(body)), opts)
+		if err == nil {
+			if resp.ETag == nil || *resp.ETag == "" {
+				// Applied, but we cannot condition on it: report an
+				// unknown outcome so that the engine reads the record back.
+				return entry.LeaderToken{}, fmt.Errorf("azblob: %s: the server accepted the write but sent no ETag", what)
+			}
+			var commit time.Time
+			if resp.LastModified != nil {
+				commit = *resp.LastModified
+			}
+			return entry.LeaderToken{Version: string(*resp.ETag), CommitTime: commit}, nil
+		}
+		o := classify(err, op)
+		if o != outcomeUnknown && unsure != nil {
+			return entry.LeaderToken{}, fmt.Errorf("azblob: %s: outcome unknown: attempt %d was refused (%s), "+
+				"but an earlier attempt, which failed with %s, may have been applied and caused that: %w",
+				what, attempt, describe(err), describe(unsure), redacted(err))
+		}
+		if o != outcomeUnknown || !transient(err) || ctx.Err() != nil || opCtx.Err() != nil || attempt == writeAttempts {
+			if unsure != nil && o == outcomeUnknown {
+				what += ", attempt " + strconv.Itoa(attempt)
+			}
+			return entry.LeaderToken{}, d.fail(ctx, opCtx, what, o, err)
+		}
+		if unsure == nil && !neverSent(err) {
+			unsure = err
+		}
+		// Jitter keeps a crowd of retrying candidates from arriving together.
+		wait := pause/2 + rand.N(pause/2+1)
+		pause = min(2*pause, maxBackoff)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-opCtx.Done():
+			t.Stop()
+			return entry.LeaderToken{}, d.fail(ctx, opCtx, what+", after "+strconv.Itoa(attempt)+" attempts", outcomeUnknown, err)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// opContext bounds one call by d.timeout.
+func (d *Decider) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d.timeout)
+}
+
+// fail wraps err from a call described by what, with the sentinel its outcome
+// proves, making sure the result wraps the caller's ctx.Err() when the
+// caller's context ended, and says so when the call's own timeout ran out.
+func (d *Decider) fail(ctx, opCtx context.Context, what string, o outcome, err error) error {
+	switch {
+	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
+		return fmt.Errorf("azblob: %s: %w: %w", what, ctx.Err(), redacted(err))
+	case ctx.Err() == nil && opCtx.Err() != nil:
+		return fmt.Errorf("azblob: %s: no answer within %s (see WithTimeout): %w", what, d.timeout, redacted(err))
+	}
+	switch o {
+	case outcomeLost:
+		return fmt.Errorf("azblob: %s: %w: %w", what, entry.ErrRaceLost, redacted(err))
+	case outcomeThrottled:
+		return fmt.Errorf("azblob: %s: %w: %w", what, entry.ErrThrottled, redacted(err))
+	case outcomeRefused:
+		return fmt.Errorf("azblob: %s: %w: %w", what, entry.ErrRefused, redacted(err))
+	}
+	return fmt.Errorf("azblob: %s: %w", what, redacted(err))
+}

@@ -1,0 +1,308 @@
+package azblob_test
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	leazblob "github.com/racedecider/leaderelection/azblob"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/racedecidertest"
+)
+
+var _ leaderelection.RaceDecider = (*leazblob.Decider)(nil)
+
+func record(n int64, writeID string, tok entry.LeaderToken) *entry.RaceEntry {
+	return &entry.RaceEntry{
+		ElectionNumber: n, Term: n, LeaderID: "leader-" + writeID,
+		TermExpiry: time.Now().Add(time.Minute).UTC(), WriteID: writeID, Token: tok,
+	}
+}
+
+func mustWrite(t *testing.T, d *leazblob.Decider, e *entry.RaceEntry) entry.LeaderToken {
+	t.Helper()
+	tok, err := d.WriteEntry(t.Context(), e)
+	if err != nil {
+		t.Fatalf("WriteEntry(%s): %v", e.WriteID, err)
+	}
+	return tok
+}
+
+func mustRead(t *testing.T, d *leazblob.Decider) *entry.RaceEntry {
+	t.Helper()
+	e, err := d.ReadCurrent(t.Context())
+	if err != nil {
+		t.Fatalf("ReadCurrent: %v", err)
+	}
+	return e
+}
+
+func TestNewDeciderValidates(t *testing.T) {
+	c, err := container.NewClientWithNoCredential("https://acct.blob.core.windows.net/elections", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noContainer, err := container.NewClientWithNoCredential("https://acct.blob.core.windows.net/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		client *container.Client
+		blob   string
+		opts   []leazblob.Option
+		want   []string
+	}{
+		{"empty blob", c, "", nil, []string{"blob name is empty"}},
+		{"nil client", nil, "b", nil, []string{"container client is nil"}},
+		{"both", nil, "", nil, []string{"container client is nil", "blob name is empty"}},
+		{"trailing slash", c, "elections/", nil, []string{`"elections/" ends with`}},
+		{"too long", c, strings.Repeat("x", 1025), nil, []string{"more than 1024"}},
+		{"no container", noContainer, "b", nil, []string{"names no container"}},
+		{"negative timeout", c, "b", []leazblob.Option{leazblob.WithTimeout(-time.Second)}, []string{"timeout -1s"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := leazblob.NewDecider(tc.client, tc.blob, tc.opts...)
+			if err == nil {
+				t.Fatalf("NewDecider(%q) = %v, nil; want an error", tc.blob, d)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+	d, err := leazblob.NewDecider(c, "jobs/report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.String(); got != "azblob://elections/jobs/report" {
+		t.Errorf("String() = %q", got)
+	}
+}
+
+// TestConformance runs the conformance suite with 50 writers racing on one
+// ETag for 20 rounds, and 50 concurrent creates of a new blob.
+func TestConformance(t *testing.T) {
+	defer func(c, r int) { racedecidertest.Concurrency, racedecidertest.Rounds = c, r }(racedecidertest.Concurrency, racedecidertest.Rounds)
+	racedecidertest.Concurrency, racedecidertest.Rounds = 50, 20
+	s := azurite(t)
+	racedecidertest.Run(t, func(t *testing.T) leaderelection.RaceDecider {
+		d, _ := s.decider(t, "")
+		return d
+	})
+}
+
+// TestRaceWriters: 50 writers, each with its own client and connections,
+// race to create the blob and then on one ETag.
+func TestRaceWriters(t *testing.T) {
+	s := azurite(t)
+	name := newBlob()
+	ds := make([]leaderelection.RaceDecider, 50)
+	for i := range ds {
+		d, err := leazblob.NewDecider(s.client(t, "", s.container), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds[i] = d
+	}
+	racedecidertest.RaceWriters(t, ds, 10)
+}
+
+func TestCorruptRecords(t *testing.T) {
+	s := azurite(t)
+	d, name := s.decider(t, "")
+	racedecidertest.CheckCorrupt(t, d, func(t *testing.T, data []byte) {
+		s.rawPut(t, name, data)
+	}, s.objectName(name))
+}
+
+// TestIfMatchOnDeletedBlobLosesRace: the record conditioned on was deleted
+// (by hand: the backend never deletes). Azure answers 404 BlobNotFound: a
+// lost race, and the record reads as no elections.
+func TestIfMatchOnDeletedBlobLosesRace(t *testing.T) {
+	s := azurite(t)
+	d, name := s.decider(t, "")
+	tok := mustWrite(t, d, record(0, "w-0", entry.LeaderToken{}))
+	s.rawDelete(t, name)
+	_, err := d.WriteEntry(t.Context(), record(1, "w-1", tok))
+	if !errors.Is(err, entry.ErrRaceLost) {
+		t.Fatalf("If-Match write on a deleted blob: err = %v, want entry.ErrRaceLost", err)
+	}
+	t.Logf("Azurite answers: %v", err)
+	if got := mustRead(t, d); got.ElectionNumber != entry.NoElections {
+		t.Fatalf("read after delete = %+v; want no elections", got)
+	}
+}
+
+// TestCreateOnExistingBlobLosesRace: If-None-Match: * on an existing blob.
+func TestCreateOnExistingBlobLosesRace(t *testing.T) {
+	s := azurite(t)
+	d, _ := s.decider(t, "")
+	mustWrite(t, d, record(0, "w-0", entry.LeaderToken{}))
+	_, err := d.WriteEntry(t.Context(), record(0, "w-1", entry.LeaderToken{}))
+	if !errors.Is(err, entry.ErrRaceLost) {
+		t.Fatalf("create on an existing blob: err = %v, want entry.ErrRaceLost", err)
+	}
+	t.Logf("Azurite answers: %v", err)
+}
+
+// TestMissingContainerIsRefused: a missing container must not read as an
+// empty election, nor a write to it as a lost race.
+func TestMissingContainerIsRefused(t *testing.T) {
+	s := azurite(t)
+	missing := "no-such-container-" + runID
+	d, err := leazblob.NewDecider(s.client(t, "", missing), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := d.ReadCurrent(t.Context())
+	if !errors.Is(err, entry.ErrRefused) {
+		t.Fatalf("read from a missing container = %+v, %v; want entry.ErrRefused", e, err)
+	}
+	if !strings.Contains(err.Error(), "azblob://"+missing+"/k") {
+		t.Errorf("error %q does not name the blob", err)
+	}
+	for _, tok := range []entry.LeaderToken{{}, {Version: `"0x8DD00000000000"`}} {
+		_, err = d.WriteEntry(t.Context(), record(1, "w", tok))
+		if !errors.Is(err, entry.ErrRefused) || errors.Is(err, entry.ErrRaceLost) {
+			t.Fatalf("write (token %q) to a missing container: err = %v, want entry.ErrRefused", tok.Version, err)
+		}
+	}
+	t.Logf("missing container: %v", err)
+}
+
+// TestWrongKeyIsRefused: Azure answers 403 AuthenticationFailed (Azurite:
+// AuthorizationFailure) to a request signed with the wrong key.
+func TestWrongKeyIsRefused(t *testing.T) {
+	s := azurite(t)
+	wrongKey := "d3Jvbmcta2V5LXdyb25nLWtleS13cm9uZy1rZXktd3Jvbmcta2V5LXdyb25nLWtleS0xMjM0NTY3ODkwMTIzNDU2Nzg5MA=="
+	c := s.clientWithKey(t, "", s.container, wrongKey)
+	d, err := leazblob.NewDecider(c, newBlob())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rerr := d.ReadCurrent(t.Context())
+	_, werr := d.WriteEntry(t.Context(), record(0, "w", entry.LeaderToken{}))
+	for what, err := range map[string]error{"read": rerr, "write": werr} {
+		if !errors.Is(err, entry.ErrRefused) {
+			t.Errorf("%s with a wrong key: err = %v, want entry.ErrRefused", what, err)
+			continue
+		}
+		for _, secret := range []string{wrongKey, s.key} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("%s error repeats a key: %v", what, err)
+			}
+		}
+		t.Logf("%s: %v", what, err)
+	}
+}
+
+// TestLeasedBlobIsRefused: a blob lease taken by someone else makes every
+// write fail with 412 LeaseIdMissing, which is no lost race: it will not
+// heal by reading again.
+func TestLeasedBlobIsRefused(t *testing.T) {
+	s := azurite(t)
+	d, name := s.decider(t, "")
+	tok := mustWrite(t, d, record(0, "w-0", entry.LeaderToken{}))
+	lc, err := lease.NewBlobClient(s.rawBlob(t, name), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lc.AcquireLease(t.Context(), -1, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = lc.ReleaseLease(t.Context(), nil) }()
+	_, err = d.WriteEntry(t.Context(), record(1, "w-1", tok))
+	if !errors.Is(err, entry.ErrRefused) || errors.Is(err, entry.ErrRaceLost) {
+		t.Fatalf("write to a leased blob: err = %v, want entry.ErrRefused", err)
+	}
+	t.Logf("leased blob: %v", err)
+	if got := mustRead(t, d); got.WriteID != "w-0" {
+		t.Fatalf("read %+v after the refused write, want w-0", got)
+	}
+}
+
+// TestTokens: the token is the ETag the service reports, and carries the
+// service's clock.
+func TestTokens(t *testing.T) {
+	s := azurite(t)
+	d, _ := s.decider(t, "")
+	before := time.Now().Add(-time.Minute)
+	tok := mustWrite(t, d, record(0, "w-0", entry.LeaderToken{}))
+	got := mustRead(t, d)
+	if got.Token.Version != tok.Version {
+		t.Errorf("read ETag %s, write returned %s", got.Token.Version, tok.Version)
+	}
+	for name, ct := range map[string]time.Time{"write": tok.CommitTime, "read": got.Token.CommitTime} {
+		if ct.Before(before) || ct.After(time.Now().Add(time.Minute)) {
+			t.Errorf("%s token CommitTime %v is not about now", name, ct)
+		}
+	}
+	// Identical bodies get different ETags: Azure's ETags are not content
+	// hashes, so a stale writer cannot match a newer identical record.
+	tok2 := mustWrite(t, d, &entry.RaceEntry{ElectionNumber: got.ElectionNumber, Term: got.Term,
+		LeaderID: got.LeaderID, TermExpiry: got.TermExpiry, WriteID: got.WriteID, Token: tok})
+	if tok2.Version == tok.Version {
+		t.Errorf("rewriting identical content kept ETag %s", tok.Version)
+	}
+}
+
+// TestErrorsHideSASToken: neither a transport error nor a service answer
+// repeats the SAS token of the client's URL.
+func TestErrorsHideSASToken(t *testing.T) {
+	const sig = "c2VjcmV0LXNpZ25hdHVyZQ%3D%3D"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	endpoints := []string{"http://" + dead + "/devstoreaccount1"}
+	if s := maybeAzurite(t); s != nil {
+		endpoints = append(endpoints, s.endpoint)
+	}
+	for _, ep := range endpoints {
+		c, err := container.NewClientWithNoCredential(ep+"/elections?sv=2020-08-04&sp=rw&sig="+sig,
+			&container.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: noSDKRetries}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := leazblob.NewDecider(c, "job", leazblob.WithTimeout(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rerr := d.ReadCurrent(t.Context())
+		_, werr := d.WriteEntry(t.Context(), record(0, "w", entry.LeaderToken{}))
+		for _, err := range []error{rerr, werr} {
+			if err == nil {
+				t.Fatalf("%s: a request with a bogus SAS succeeded", ep)
+			}
+			if strings.Contains(err.Error(), sig) || strings.Contains(err.Error(), "sig=") {
+				t.Errorf("error repeats the SAS token: %v", err)
+			}
+			t.Logf("%s: %v", ep, err)
+		}
+	}
+}
+
+// TestDecidersShareNothing: two deciders on different blobs of a container
+// do not see each other's records.
+func TestDecidersShareNothing(t *testing.T) {
+	s := azurite(t)
+	a, _ := s.decider(t, "")
+	b, _ := s.decider(t, "")
+	mustWrite(t, a, record(0, "w-a", entry.LeaderToken{}))
+	if got := mustRead(t, b); got.ElectionNumber != entry.NoElections {
+		t.Fatalf("other blob reads %+v", got)
+	}
+}

@@ -1,0 +1,81 @@
+// Package azblob runs leader elections on Azure Blob Storage: one block blob
+// per election holds the record, and every write is conditioned on the
+// blob's ETag.
+//
+//	cred, err := azidentity.NewDefaultAzureCredential(nil)
+//	...
+//	client, err := container.NewClient("https://ACCOUNT.blob.core.windows.net/elections", cred, nil)
+//	...
+//	d, err := azblob.NewDecider(client, "scheduler")
+//	...
+//	cfg := leaderelection.Config{Decider: d, LeaderID: id, OnElected: run}
+//
+// Or, with the blank import of this package, leaderelection.OpenDecider opens
+// "azblob://CONTAINER/BLOB?storage_account=NAME" (see Scheme).
+//
+// # How the record is stored
+//
+// ReadCurrent downloads the blob (Get Blob) and takes its content, ETag and
+// Last-Modified time from the one response; a missing blob reads as
+// entry.NoElections, a missing container is refused (entry.ErrRefused).
+// WriteEntry stores the whole record with one Put Blob request, never with
+// staged blocks, conditioned with If-None-Match: * when it creates the blob
+// and If-Match: <ETag> when it replaces it. Blob Storage applies the
+// condition atomically, so of any number of writers conditioned on the same
+// ETag exactly one succeeds. The others get 412 ConditionNotMet, 409
+// BlobAlreadyExists (a create on a blob that exists) or 404 BlobNotFound (an
+// If-Match on a blob that is gone), which WriteEntry reports as
+// entry.ErrRaceLost. A release is an ordinary conditional write: the blob is
+// never deleted. Azure's ETags change on every write, even of identical
+// content, so a stale writer cannot match a newer record by accident.
+//
+// # Retries and unknown outcomes
+//
+// Reads are retried by the SDK under the client's retry options. Writes are
+// sent with the SDK's retries turned off and retried by WriteEntry itself, up
+// to four attempts with a jittered backoff, after a transport error or a
+// 408, 500, 502, 503 or 504 answer. Retrying a conditional write is safe: an
+// attempt that was applied makes every later attempt fail its condition. But
+// that failure does not mean the race was lost: the earlier attempt may have
+// won it. So WriteEntry reports entry.ErrRaceLost, entry.ErrThrottled or
+// entry.ErrRefused only when no earlier attempt of the same call may have
+// been applied; otherwise its error is one of unknown outcome, which the
+// election engine resolves by reading the record back and looking for the
+// write's WriteID. Each ReadCurrent and WriteEntry call, retries included, is
+// bounded by DefaultTimeout unless WithTimeout says otherwise.
+//
+// # What the answers mean
+//
+// 403 (AuthorizationFailure, AuthorizationPermissionMismatch,
+// AuthenticationFailed), 404 ContainerNotFound, a lease held on the blob
+// (412 LeaseIdMissing, 409 Lease...), an immutability policy or legal hold
+// (409 BlobImmutableDueToPolicy), an archived blob and any other 4xx that
+// is not a conflict are refusals: entry.ErrRefused, and Acquire ends. 503
+// ServerBusy (the account or partition is over its request or bandwidth
+// limit) and 429 are entry.ErrThrottled. 500 OperationTimedOut, other 5xx
+// and transport errors are unknown outcomes. Errors name the blob as
+// azblob://CONTAINER/BLOB and give the HTTP status and Azure error code; they
+// never repeat an account key or a SAS token (URLs lose their query string).
+//
+// # Permissions and account settings
+//
+// The credential needs to read and write the blob: the Storage Blob Data
+// Contributor role, best scoped to the container. The blob must not be under
+// a time-based retention (immutability) policy or a legal hold, and nothing
+// else should take a lease on it. With blob versioning, every write keeps
+// the previous record as a version (the leader writes twice per term), and
+// with soft delete, overwritten records are kept as soft-deleted snapshots:
+// both add storage cost, so add a lifecycle rule deleting old versions, or
+// keep the election in a container of an account without them.
+//
+// # Clocks
+//
+// The token's CommitTime is the blob's Last-Modified time, from the write's
+// response or the read's: the service's clock, to whole seconds.
+//
+// # Changes are polled
+//
+// Blob Storage cannot push a change to a waiting client (Event Grid can, but
+// with delays of seconds and infrastructure of its own), so the Decider does
+// not implement leaderelection.ChangeNotifier: candidates and watchers poll.
+package azblob
