@@ -24,14 +24,25 @@
 //
 // # Retries and ambiguous writes
 //
-// Reads are retried by the storage client under the client's retry policy
-// (by default: every transient error, until ctx ends), but with a shorter
-// backoff than its default, pausing 100 ms at first and doubling up to 2 s,
-// as an election's reads have deadlines of a few seconds. Writes are retried
-// by WriteEntry itself, with a similar jittered backoff, on the errors the
-// storage client deems transient (HTTP 408, 429 and 5xx, connection resets,
-// responses cut short), until the write succeeds, fails for good or ctx ends:
-// give ctx a deadline (the election engine does). A 412 is never retried.
+// Reads are retried by the storage client, writes by WriteEntry itself, on
+// the errors the storage client deems transient (HTTP 408, 429 and 5xx,
+// connection resets, responses cut short), both with the same short
+// jittered backoff (100 ms at first, doubling) and at most maxAttempts (4)
+// attempts in all, or until ctx ends. What is still failing then is
+// returned, classified: a 429 wraps entry.ErrThrottled, so the election
+// engine backs off for longer instead of the call retrying until its
+// deadline. A 412 is never retried.
+//
+// # Errors
+//
+// One function, classify, maps every answer: 412 is entry.ErrRaceLost; 429,
+// and 503 on a read, entry.ErrThrottled; 401, 403, a missing bucket and any
+// other 4xx entry.ErrRefused, naming the object; timeouts, resets and other
+// 5xx (503 on an upload included: nothing proves it was not applied) an
+// unknown outcome. The storage client reports a download's 404 the same way
+// whether the object or the bucket is missing, so after one ReadCurrent
+// lists the bucket (one request, permission storage.objects.list) and
+// reports a missing bucket as a refusal, never as "no election yet".
 //
 // Retrying a conditional write is safe: an attempt that was applied after all
 // makes every later attempt fail with 412, and cannot itself be applied after
@@ -64,7 +75,9 @@
 //
 // Credentials need storage.objects.get and storage.objects.create on the
 // object, and storage.objects.delete too: Cloud Storage requires it to
-// overwrite an existing object (roles/storage.objectUser has all three). The bucket must not have a retention policy
+// overwrite an existing object; and storage.objects.list on the bucket, to
+// tell a missing record from a missing bucket (roles/storage.objectUser has
+// all four). The bucket must not have a retention policy
 // or object holds that forbid overwrites. With object versioning, every write
 // leaves a noncurrent version behind (the leader writes twice per term): add
 // a lifecycle rule deleting noncurrent versions, or use a bucket without
@@ -80,8 +93,6 @@ import (
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,9 +101,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	gax "github.com/googleapis/gax-go/v2"
-	"google.golang.org/api/googleapi"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"google.golang.org/api/iterator"
 
 	"github.com/racedecider/leaderelection/entry"
 )
@@ -113,6 +122,11 @@ const (
 	maxBackoff     = 2 * time.Second
 )
 
+// maxAttempts bounds the attempts of one read or write, first one included,
+// so that a store that keeps refusing (429) is reported as throttled after
+// about half a second, not retried until the caller's deadline.
+const maxAttempts = 4
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Decider is a leaderelection.RaceDecider on one Cloud Storage object. It is
@@ -123,7 +137,10 @@ type Decider struct {
 	// settings, made once: ObjectHandle.Retryer changes the handle's retry
 	// settings in place, so calling it per request would race.
 	reader, writer *storage.ObjectHandle
-	opts           options
+	// bucket lists the bucket after a download found nothing.
+	bucket *storage.BucketHandle
+	object string
+	opts   options
 }
 
 type options struct {
@@ -194,10 +211,13 @@ func NewDecider(client *storage.Client, bucket, object string, opts ...Option) (
 	// Each Object call clones the client's retry settings, so the two
 	// handles below change only their own.
 	backoff := gax.Backoff{Initial: initialBackoff, Max: maxBackoff, Multiplier: 2}
+	retry := []storage.RetryOption{storage.WithBackoff(backoff), storage.WithMaxAttempts(maxAttempts)}
 	return &Decider{
 		name:   "gs://" + bucket + "/" + object,
-		reader: client.Bucket(bucket).Object(object).Retryer(storage.WithBackoff(backoff)),
+		reader: client.Bucket(bucket).Object(object).Retryer(retry...),
 		writer: client.Bucket(bucket).Object(object).Retryer(storage.WithPolicy(storage.RetryNever)),
+		bucket: client.Bucket(bucket).Retryer(retry...),
+		object: object,
 		opts:   o,
 	}, nil
 }
@@ -255,17 +275,22 @@ func (d *Decider) String() string { return d.name }
 
 // ReadCurrent implements leaderelection.RaceDecider. It makes one download
 // request (a Class B operation), retried by the storage client on transient
-// errors.
+// errors; when the object is not found, one listing of the bucket too (a
+// Class A operation), to tell a missing record from a missing bucket.
 func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("gcs: read %s: %w", d.name, err)
 	}
 	r, err := d.reader.NewReader(ctx)
-	if errors.Is(err, storage.ErrObjectNotExist) {
-		return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
-	}
 	if err != nil {
-		return nil, d.fail(ctx, "read", err)
+		c, why := classify(err, download)
+		if c != notFound {
+			return nil, d.fail(ctx, "read", err, c, why)
+		}
+		if err := d.checkBucket(ctx); err != nil {
+			return nil, err
+		}
+		return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
 	}
 	defer r.Close()
 	gen := r.Attrs.Generation
@@ -279,7 +304,7 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(r, maxRecordSize+1))
 	if err != nil {
-		return nil, d.fail(ctx, "read "+at, err)
+		return nil, d.fail(ctx, "read "+at, err, unknown, "")
 	}
 	if len(data) > maxRecordSize {
 		return nil, fmt.Errorf("gcs: %s: %w: the object is larger than any record (%d bytes)",
@@ -294,6 +319,25 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 		CommitTime: r.Attrs.LastModified,
 	}
 	return e, nil
+}
+
+// checkBucket runs after a download found no object, and returns an error
+// unless the bucket exists. It lists at most one name, the object's.
+//
+// The download's 404 was true when it was answered; if the record has been
+// created since, reporting it missing is just a read that is slightly out of
+// date, which any read may be: a write conditioned on its absence then loses
+// the race. So the listing is asked only about the bucket, never whether the
+// object exists now.
+func (d *Decider) checkBucket(ctx context.Context) error {
+	it := d.bucket.Objects(ctx, &storage.Query{Prefix: d.object})
+	it.PageInfo().MaxSize = 1
+	_, err := it.Next()
+	if err == nil || errors.Is(err, iterator.Done) {
+		return nil
+	}
+	c, why := classify(err, listBucket)
+	return d.fail(ctx, "read (the object was not found; listing its bucket)", err, c, why)
 }
 
 // WriteEntry implements leaderelection.RaceDecider. Each attempt is one upload
@@ -325,18 +369,18 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		if err == nil {
 			return entry.LeaderToken{Version: strconv.FormatInt(attrs.Generation, 10), CommitTime: commitTime(attrs)}, nil
 		}
-		if preconditionFailed(err) {
-			if unsure != nil {
-				return entry.LeaderToken{}, fmt.Errorf("gcs: %s: outcome unknown: attempt %d found the object changed, "+
-					"but an earlier attempt, which failed with %q, may have been applied: %w", what, attempt, unsure, err)
+		c, why := classify(err, upload)
+		if c == raceLost || ctx.Err() != nil || !storage.ShouldRetry(err) || attempt == maxAttempts {
+			if c != unknown && unsure != nil && ctx.Err() == nil {
+				// This attempt was refused, perhaps because an earlier one
+				// was applied.
+				return entry.LeaderToken{}, fmt.Errorf("gcs: %s: outcome unknown: attempt %d was refused (%s), "+
+					"but an earlier attempt, which failed with %q, may have been applied: %w", what, attempt, why, unsure, err)
 			}
-			return entry.LeaderToken{}, fmt.Errorf("gcs: %s: %w (%v)", what, entry.ErrRaceLost, err)
+			return entry.LeaderToken{}, d.fail(ctx, what+": attempt "+strconv.Itoa(attempt), err, c, why)
 		}
 		if unsure == nil && !certainlyNotApplied(err) {
 			unsure = err
-		}
-		if ctx.Err() != nil || !storage.ShouldRetry(err) {
-			return entry.LeaderToken{}, d.fail(ctx, what+": attempt "+strconv.Itoa(attempt), err)
 		}
 		// Jitter keeps a crowd of retrying candidates from arriving
 		// together.
@@ -347,7 +391,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return entry.LeaderToken{}, d.fail(ctx, what+": after "+strconv.Itoa(attempt)+" attempts", err)
+			return entry.LeaderToken{}, d.fail(ctx, what+": after "+strconv.Itoa(attempt)+" attempts", err, unknown, "")
 		}
 	}
 }
@@ -395,49 +439,26 @@ func commitTime(a *storage.ObjectAttrs) time.Time {
 	return a.Created
 }
 
-// preconditionFailed reports whether err is Cloud Storage refusing a write
-// because its precondition failed: HTTP 412, or FAILED_PRECONDITION over gRPC.
-//
-// An HTTP error is judged by its HTTP code alone: the status the API client
-// derives from it maps every unlisted 4xx, 408 included, to
-// FAILED_PRECONDITION.
-func preconditionFailed(err error) bool {
-	var gerr *googleapi.Error
-	if errors.As(err, &gerr) {
-		return gerr.Code == http.StatusPreconditionFailed
-	}
-	return status.Code(err) == codes.FailedPrecondition
-}
-
-// certainlyNotApplied reports whether a failed upload attempt certainly did
-// not change the object: the server refused it (a 4xx other than 408), or the
-// connection was never made. Anything else (a reset or closed connection, a
-// timeout, a 5xx) may have been applied.
-func certainlyNotApplied(err error) bool {
-	var gerr *googleapi.Error
-	if errors.As(err, &gerr) {
-		return gerr.Code >= 400 && gerr.Code < 500 && gerr.Code != http.StatusRequestTimeout
-	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	switch status.Code(err) { // a gRPC client's error
-	case codes.ResourceExhausted, codes.InvalidArgument, codes.PermissionDenied,
-		codes.Unauthenticated, codes.NotFound:
-		return true
-	}
-	return false
-}
-
-// fail wraps err for op, making sure the result wraps ctx.Err() when ctx has
-// ended, whatever the storage client's error says.
-func (d *Decider) fail(ctx context.Context, op string, err error) error {
+// fail wraps err for op, whose answer classify put in class c for reason
+// why. The result wraps ctx.Err() when ctx has ended, whatever the storage
+// client's error says: the outcome is then unknown.
+func (d *Decider) fail(ctx context.Context, op string, err error, c class, why string) error {
 	if !strings.Contains(op, d.name) {
 		op += " " + d.name
 	}
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("gcs: %s: %w (%w)", op, cerr, err)
+	if cerr := ctx.Err(); cerr != nil {
+		if !errors.Is(err, cerr) {
+			return fmt.Errorf("gcs: %s: %w (%w)", op, cerr, err)
+		}
+		return fmt.Errorf("gcs: %s: %w", op, err)
+	}
+	switch c {
+	case raceLost:
+		return fmt.Errorf("gcs: %s: %w: %s: %w", op, entry.ErrRaceLost, why, err)
+	case throttled:
+		return fmt.Errorf("gcs: %s: %w: %s: %w", op, entry.ErrThrottled, why, err)
+	case refused:
+		return fmt.Errorf("gcs: %s: %w: %s: %w", op, entry.ErrRefused, why, err)
 	}
 	return fmt.Errorf("gcs: %s: %w", op, err)
 }

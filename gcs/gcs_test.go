@@ -205,18 +205,6 @@ func TestBadToken(t *testing.T) {
 	}
 }
 
-func TestMissingBucket(t *testing.T) {
-	em := newEmulator(t)
-	d, err := gcs.NewDecider(newClient(t, em.addr), "no-such-bucket", "o")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w"})
-	if err == nil || errors.Is(err, entry.ErrRaceLost) || !strings.Contains(err.Error(), "gs://no-such-bucket/o") {
-		t.Fatalf("write to a missing bucket: %v; want an error naming the object", err)
-	}
-}
-
 // TestClientRetrySettings uses a client with its own retry settings from many
 // goroutines: the Decider must neither change those settings nor race on
 // them (run with -race).

@@ -111,7 +111,7 @@ func (e *emulator) setRaw(object string, data []byte) {
 	})
 }
 
-// fault is an HTTP error the injector answers an upload with.
+// fault is an HTTP error the injector answers a request with.
 type fault struct {
 	status int
 	// apply runs the upload against the emulator first, so that the write
@@ -119,19 +119,44 @@ type fault struct {
 	apply bool
 }
 
-// injector passes requests to the emulator, answering the next uploads with
-// the queued faults instead.
-type injector struct {
-	next    http.Handler
-	mu      sync.Mutex
-	faults  []fault
-	uploads int
+// kind is the kind of request a fault is injected into.
+type kind int
+
+const (
+	uploads   kind = iota // JSON API uploads: /upload/storage/v1/...
+	downloads             // XML API downloads (the client's default): GET /BUCKET/OBJECT
+	listings              // JSON API object listings: GET /storage/v1/b/BUCKET/o
+)
+
+func kindOf(r *http.Request) kind {
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/upload/"):
+		return uploads
+	case strings.HasPrefix(r.URL.Path, "/storage/v1/b/") && strings.HasSuffix(r.URL.Path, "/o"):
+		return listings
+	}
+	return downloads
 }
 
-func (in *injector) queue(fs ...fault) {
+// injector passes requests to the emulator, answering the next requests of
+// each kind with the faults queued for it instead.
+type injector struct {
+	next   http.Handler
+	mu     sync.Mutex
+	faults map[kind][]fault
+	counts map[kind]int
+}
+
+// queue queues faults for the next uploads.
+func (in *injector) queue(fs ...fault) { in.queueFor(uploads, fs...) }
+
+func (in *injector) queueFor(k kind, fs ...fault) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.faults = append(in.faults, fs...)
+	if in.faults == nil {
+		in.faults = map[kind][]fault{}
+	}
+	in.faults[k] = append(in.faults[k], fs...)
 }
 
 func (in *injector) clear() {
@@ -140,23 +165,25 @@ func (in *injector) clear() {
 	in.faults = nil
 }
 
-func (in *injector) uploadCount() int {
+func (in *injector) uploadCount() int { return in.count(uploads) }
+
+func (in *injector) count(k kind) int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.uploads
+	return in.counts[k]
 }
 
 func (in *injector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !strings.HasPrefix(r.URL.Path, "/upload/") {
-		in.next.ServeHTTP(w, r)
-		return
-	}
+	k := kindOf(r)
 	in.mu.Lock()
-	in.uploads++
+	if in.counts == nil {
+		in.counts = map[kind]int{}
+	}
+	in.counts[k]++
 	var f *fault
-	if len(in.faults) > 0 {
-		f = &in.faults[0]
-		in.faults = in.faults[1:]
+	if q := in.faults[k]; len(q) > 0 {
+		f = &q[0]
+		in.faults[k] = q[1:]
 	}
 	in.mu.Unlock()
 	if f == nil {
@@ -168,7 +195,38 @@ func (in *injector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(f.status)
-	fmt.Fprintf(w, `{"error":{"code":%d,"message":"injected by the test"}}`, f.status)
+	writeGCSError(w, f.status, k != downloads)
+}
+
+// gcsErrors holds, for each status the tests inject, the error Cloud
+// Storage documents for it ("HTTP status and error codes for JSON" and
+// "... for XML"): the JSON API's reason and message, and the XML API's code.
+var gcsErrors = map[int]struct{ reason, message, xmlCode string }{
+	400: {"invalid", "Invalid argument.", "InvalidArgument"},
+	401: {"required", "Login Required", "AuthenticationRequired"},
+	403: {"forbidden", "caller does not have storage.objects.create access to the Google Cloud Storage object.", "AccessDenied"},
+	404: {"notFound", "The specified bucket does not exist.", "NoSuchBucket"},
+	408: {"uploadBrokenConnection", "Request timeout.", "RequestTimeout"},
+	429: {"rateLimitExceeded", "The object exceeded the rate limit for object mutation operations (create, update, and delete). Please reduce your request rate.", "SlowDown"},
+	500: {"backendError", "Backend Error", "InternalError"},
+	503: {"backendError", "Backend Error", "ServiceUnavailable"},
+}
+
+// writeGCSError answers with Cloud Storage's error document for status: the
+// JSON API's, or the XML API's for XML downloads.
+func writeGCSError(w http.ResponseWriter, status int, json bool) {
+	e, ok := gcsErrors[status]
+	if !ok {
+		e.reason, e.message, e.xmlCode = "unknown", http.StatusText(status), "Unknown"
+	}
+	if json {
+		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"error":{"code":%d,"message":%q,"errors":[{"message":%q,"domain":"global","reason":%q}]}}`,
+			status, e.message, e.message, e.reason)
+		return
+	}
+	w.Header().Set("Content-Type", "application/xml; charset=UTF-8")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `<?xml version='1.0' encoding='UTF-8'?><Error><Code>%s</Code><Message>%s</Message></Error>`, e.xmlCode, e.message)
 }
