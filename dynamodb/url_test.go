@@ -1,0 +1,66 @@
+package dynamodb_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	ledynamodb "github.com/racedecider/leaderelection/dynamodb"
+	"github.com/racedecider/leaderelection/entry"
+)
+
+func TestOpenDeciderErrors(t *testing.T) {
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	cases := map[string]string{
+		"dynamodb:///key?region=r":                    "no table",
+		"dynamodb://elections?region=r":               "no key",
+		"dynamodb://elections/?region=r":              "no key",
+		"dynamodb://ab/key?region=r":                  `table "ab"`,
+		"dynamodb://elections/key?region=r&x=1":       "x",
+		"dynamodb://elections/key?endpoint=localhost": `endpoint="localhost"`,
+		"dynamodb://elections/key":                    "no AWS region",
+	}
+	for raw, want := range cases {
+		t.Run(raw, func(t *testing.T) {
+			d, err := leaderelection.OpenDecider(t.Context(), raw)
+			if !errors.Is(err, leaderelection.ErrBadURL) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("OpenDecider(%q) = %v, %v; want an ErrBadURL saying %q", raw, d, err, want)
+			}
+		})
+	}
+}
+
+// TestOpenDecider opens a Decider by URL on DynamoDB Local, with the SDK's
+// default configuration taking credentials from the environment.
+func TestOpenDecider(t *testing.T) {
+	s := newStore(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", "leaderelectiontest")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	key := "jobs/" + newKey()
+	raw := "dynamodb://" + s.table + "/" + key + "?region=us-east-1&endpoint=" + s.endpoint
+	d, err := leaderelection.OpenDecider(t.Context(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := d.(*ledynamodb.Decider).String(), s.name(key); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	tok, err := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := ledynamodb.NewDecider(s.c, s.table, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, direct); !got.Token.SameVersion(tok) {
+		t.Errorf("read %+v through a client of our own, want the token %q", got, tok.Version)
+	}
+}
