@@ -2,7 +2,10 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // ErrorClass exposes errorClass to the tests.
@@ -54,3 +57,9 @@ func AwaitListening(ctx context.Context, d *Decider) error {
 		}
 	}
 }
+
+// PoolOf returns d's pool.
+func PoolOf(d *Decider) *pgxpool.Pool { return d.pool }
+
+// TableOf returns d's table as New was given it.
+func TableOf(d *Decider) string { return strings.Join(d.table, ".") }

@@ -1,0 +1,79 @@
+package postgres_test
+
+import (
+	"errors"
+	"io"
+	"net/url"
+	"strings"
+	"testing"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/postgres"
+)
+
+func TestOpenDeciderBadURLs(t *testing.T) {
+	cases := map[string]string{
+		"postgres://u@h/db?election=e":                       "no table",
+		"postgres://u@h/db?table=t":                          "no election",
+		"postgres://u@h/db?table=t&election=e&colour=blue":   "unknown query parameter colour",
+		"postgresql://u@h/db?table=a.b.c&election=e":         `table "a.b.c"`,
+		"postgres://u@h/db?table=t&election=e&sslmode=bogus": "sslmode",
+		"postgres:opaque?table=t&election=e":                 "want postgres://",
+	}
+	for raw, want := range cases {
+		d, err := leaderelection.OpenDecider(t.Context(), raw)
+		if err == nil {
+			if c, ok := d.(io.Closer); ok {
+				c.Close()
+			}
+			t.Errorf("OpenDecider(%q) succeeded", raw)
+			continue
+		}
+		if !errors.Is(err, leaderelection.ErrBadURL) || !strings.Contains(err.Error(), want) {
+			t.Errorf("OpenDecider(%q) = %v; want ErrBadURL containing %q", raw, err, want)
+		}
+	}
+	// The password never shows in an error.
+	_, err := leaderelection.OpenDecider(t.Context(), "postgres://u:s3cret@h/db?table=t&election=e&sslmode=bogus")
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("error %v shows the password", err)
+	}
+}
+
+func TestOpenDecider(t *testing.T) {
+	dsn := serverDSN(t)
+	table := freshTable(t, newPool(t, dsn, 1))
+	election := freshName("election")
+	for _, scheme := range []string{"postgres", "postgresql"} {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Scheme = scheme
+		q := u.Query()
+		q.Set("table", table)
+		q.Set("election", election)
+		q.Set("application_name", "leaderelection-test")
+		u.RawQuery = q.Encode()
+		d, err := leaderelection.OpenDecider(t.Context(), u.String())
+		if err != nil {
+			t.Fatalf("OpenDecider(%s): %v", u.Redacted(), err)
+		}
+		pd, ok := d.(*postgres.Decider)
+		if !ok {
+			t.Fatalf("OpenDecider returned a %T", d)
+		}
+		if _, err := pd.ReadCurrent(t.Context()); err != nil {
+			t.Errorf("ReadCurrent through %s: %v", scheme, err)
+		}
+		if scheme == "postgres" {
+			mustWrite(t, pd, record(0, "w0", entry.LeaderToken{}))
+		}
+		pd.Close()
+		// The pool was the Decider's: closed with it.
+		if _, err := pd.ReadCurrent(t.Context()); err == nil {
+			t.Errorf("ReadCurrent after Close of a Decider opened from a URL succeeded")
+		}
+	}
+}
