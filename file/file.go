@@ -28,6 +28,35 @@
 // Reads take no lock: they open the file and read it whole, which the
 // rename makes safe.
 //
+// # Names of the record
+//
+// Every name of one record shares one lock and one record, however the path
+// was spelt: NewDecider follows every symbolic link in the path, the last
+// component included (a dangling link names the file the first write will
+// create), and the lock, the temporary file and the rename all work on the
+// file the links lead to. Hosts that each reach a shared directory through
+// a local symlink therefore lock and replace the shared record, and the
+// links stay links. The lock and temporary files live beside that file, in
+// its directory.
+//
+// Every ReadCurrent and WriteEntry checks that the name still leads to the
+// same file, and refuses (entry.ErrRefused) if a link has been retargeted
+// meanwhile: processes opening the name afterwards would use another
+// record. A record with more than one hard link is refused too: a rename
+// replaces one name only, so the first write would split it in two. To give
+// a record several names, use symbolic links.
+//
+// # Errors
+//
+// Permission denied, a read-only filesystem, a missing directory, a path
+// that is a directory and a filesystem without lock support are refusals
+// (entry.ErrRefused): the write was not applied and will not be until
+// someone changes the setup. A full filesystem or exhausted quota is
+// reported as throttled (entry.ErrThrottled): the write was not applied,
+// and the condition heals once space is freed. Any other error, and any
+// error once the record has been renamed into place, leaves the outcome
+// unknown.
+//
 // # Tokens
 //
 // A record's token is a SHA-256 digest (128 bits of it) of the file's
@@ -74,7 +103,8 @@ const maxRecordSize = 1 << 20
 // Decider is a leaderelection.RaceDecider on one file. It is safe for
 // concurrent use. Create it with NewDecider.
 type Decider struct {
-	path     string // absolute, directory symlinks resolved
+	name     string // absolute, as given: checked on every call to still lead to path
+	path     string // absolute, every symlink resolved: the file read and replaced
 	lockPath string
 	tmpPath  string
 	dir      string
@@ -83,7 +113,10 @@ type Decider struct {
 // NewDecider returns a Decider keeping the election record in the file at
 // path, which need not exist yet: the first write creates it. Its directory
 // must exist. A relative path is taken relative to the working directory at
-// the time of the call.
+// the time of the call. Symbolic links in path, including a link as its last
+// component, are followed (see "Names of the record" above); a record with
+// more than one hard link is refused. Errors that the filesystem will repeat
+// until someone changes the setup wrap entry.ErrRefused.
 func NewDecider(path string) (*Decider, error) {
 	if err := lockingSupported(); err != nil {
 		return nil, fmt.Errorf("file: NewDecider: %w", err)
@@ -95,44 +128,45 @@ func NewDecider(path string) (*Decider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file: NewDecider(%q): %w", path, err)
 	}
-	dir, base := filepath.Split(abs)
-	if base == "" {
+	if _, base := filepath.Split(abs); base == "" {
 		return nil, fmt.Errorf("file: NewDecider(%q): the path names a directory, not a file", path)
 	}
-	// Resolving the directory once means every Decider on the same file
-	// shares one in-process lock, however the path was spelt.
-	dir, err = filepath.EvalSymlinks(dir)
+	target, err := resolve(abs)
 	if err != nil {
-		return nil, fmt.Errorf("file: NewDecider: the record's directory: %w", err)
+		return nil, fmt.Errorf("file: NewDecider(%q): %w", path, classify(err))
 	}
-	if fi, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("file: NewDecider: the record's directory: %w", err)
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("file: NewDecider: %s is not a directory", dir)
-	}
-	abs = filepath.Join(dir, base)
-	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("file: NewDecider: %s is a directory, not a record file", abs)
+	if fi, err := os.Stat(target); err == nil {
+		if err := checkLinks(target, fi); err != nil {
+			return nil, fmt.Errorf("file: NewDecider(%q): %w", path, err)
+		}
 	}
 	return &Decider{
-		path:     abs,
-		lockPath: abs + ".lock",
-		tmpPath:  abs + ".tmp",
-		dir:      dir,
+		name:     abs,
+		path:     target,
+		lockPath: target + ".lock",
+		tmpPath:  target + ".tmp",
+		dir:      filepath.Dir(target),
 	}, nil
 }
 
-// Path returns the absolute path of the record file.
+// Path returns the absolute path of the record file, with every symbolic
+// link resolved: the file that is read and replaced.
 func (d *Decider) Path() string { return d.path }
 
-// String returns the Decider's URL, file:///path/to/record.
+// String returns the Decider's URL, file:///path/to/record, of the file
+// Path returns.
 func (d *Decider) String() string { return "file://" + filepath.ToSlash(d.path) }
 
 // ReadCurrent implements leaderelection.RaceDecider. A missing file reads as
-// entry.NoElections; an empty or foreign one is an error wrapping
-// entry.ErrCorruptRecord.
+// entry.NoElections, a missing directory is a refusal; an empty or foreign
+// file is an error wrapping entry.ErrCorruptRecord.
 func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("file: read %s: %w", d.path, err)
+	}
+	// This also finds a directory removed since NewDecider, which must not
+	// read as a missing record.
+	if err := d.checkName(); err != nil {
 		return nil, fmt.Errorf("file: read %s: %w", d.path, err)
 	}
 	data, mtime, err := readRecord(d.path)
@@ -140,7 +174,7 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 		return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("file: read: %w", err)
+		return nil, fmt.Errorf("file: read: %w", classify(err))
 	}
 	e, err := entry.Unmarshal(data)
 	if err != nil {
@@ -151,7 +185,8 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 }
 
 // readRecord reads the file at path whole, with its modification time taken
-// from the same open file, so the two always belong together.
+// from the same open file, so the two always belong together. It refuses a
+// file with several hard links (see checkLinks).
 func readRecord(path string) ([]byte, time.Time, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -163,7 +198,10 @@ func readRecord(path string) ([]byte, time.Time, error) {
 		return nil, time.Time{}, err
 	}
 	if fi.IsDir() {
-		return nil, time.Time{}, fmt.Errorf("%s is a directory, not a record file", path)
+		return nil, time.Time{}, &fs.PathError{Op: "read", Path: path, Err: syscall.EISDIR}
+	}
+	if err := checkLinks(path, fi); err != nil {
+		return nil, time.Time{}, err
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxRecordSize+1))
 	if err != nil {
@@ -198,9 +236,13 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	}
 	unlock, err := d.lock(ctx)
 	if err != nil {
-		return entry.LeaderToken{}, fmt.Errorf("file: write %s: locking %s: %w", d.path, d.lockPath, err)
+		return entry.LeaderToken{}, fmt.Errorf("file: write %s: locking %s: %w", d.path, d.lockPath, classify(err))
 	}
 	defer unlock()
+	// Checked under the lock, right before the record is compared.
+	if err := d.checkName(); err != nil {
+		return entry.LeaderToken{}, fmt.Errorf("file: write %s: %w", d.path, err)
+	}
 
 	cur := ""
 	switch data, _, err := readRecord(d.path); {
@@ -211,7 +253,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		// Too large to be a record: no token can match it.
 		cur = "oversized"
 	default:
-		return entry.LeaderToken{}, fmt.Errorf("file: write: reading the current record: %w", err)
+		return entry.LeaderToken{}, fmt.Errorf("file: write: reading the current record: %w", classify(err))
 	}
 	if cur != rentry.Token.Version {
 		return entry.LeaderToken{}, fmt.Errorf("file: write %s conditioned on version %q, stored version %q: %w",
@@ -232,14 +274,15 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 // replace writes body to the temporary file, flushes it and renames it over
 // the record. It is called with the lock held, so no other writer uses the
 // temporary file; one left by a writer that died is removed first (it may
-// belong to another user, whom we could not truncate it for).
+// belong to another user, whom we could not truncate it for). Errors up to
+// the rename are classified: the record is untouched.
 func (d *Decider) replace(body []byte) (time.Time, error) {
 	if err := os.Remove(d.tmpPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return time.Time{}, err
+		return time.Time{}, classify(err)
 	}
 	f, err := os.OpenFile(d.tmpPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, classify(err)
 	}
 	mtime, err := writeAndSync(f, body)
 	if cerr := f.Close(); err == nil {
@@ -250,7 +293,7 @@ func (d *Decider) replace(body []byte) (time.Time, error) {
 	}
 	if err != nil {
 		_ = os.Remove(d.tmpPath)
-		return time.Time{}, err
+		return time.Time{}, classify(err)
 	}
 	// The record has been replaced: from here on an error leaves the outcome
 	// unknown (it may not survive a power loss), which the engine resolves

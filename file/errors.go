@@ -1,0 +1,67 @@
+package file
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"syscall"
+
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// refusedErrnos are the filesystem's answers that will not change until
+// someone changes the setup. ENOENT is among them because the callers of
+// classify handle a missing record themselves: any ENOENT left is a missing
+// directory, which is a missing store, never "no record yet". The lock
+// errors come from flock on a filesystem without lock support (NFSv3
+// without lockd answers ENOLCK).
+var refusedErrnos = []error{
+	syscall.EROFS,        // read-only filesystem
+	syscall.ENOENT,       // missing directory
+	syscall.ENOTDIR,      // a component of the path is not a directory
+	syscall.EISDIR,       // the record's path is a directory
+	syscall.ELOOP,        // a loop of symbolic links
+	syscall.ENAMETOOLONG, // the path is too long for the filesystem
+	syscall.ENOLCK,       // no lock support
+	syscall.ENOTSUP,      // no lock support
+	syscall.EOPNOTSUPP,   // no lock support
+}
+
+// throttledErrnos are a full filesystem or an exhausted quota. They are
+// reported as throttled, not refused: they heal once space is freed (a log
+// rotated, a quota raised), and a refusal would end Acquire, taking a
+// leader down for a condition its next extension may well not meet. The
+// engine retries them with backoff until the term runs out.
+var throttledErrnos = []error{syscall.ENOSPC, syscall.EDQUOT}
+
+// classify is the one place where the filesystem's answers become the error
+// classes the engine acts on: it wraps err with entry.ErrRefused or
+// entry.ErrThrottled when it is one of the answers above, and returns it
+// unchanged otherwise (an unknown outcome, or a lost race or context error
+// already classified). Permission denied (EACCES, EPERM) is a refusal.
+//
+// Callers pass it only errors met before the record was replaced, which
+// prove that the write was not applied; an error after the rename (syncing
+// the directory) leaves the outcome unknown and must not go through here.
+func classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, entry.ErrRefused), errors.Is(err, entry.ErrThrottled):
+		return err
+	case errors.Is(err, fs.ErrPermission) || isAny(err, refusedErrnos):
+		return fmt.Errorf("%w: %w", entry.ErrRefused, err)
+	case isAny(err, throttledErrnos):
+		return fmt.Errorf("%w: %w", entry.ErrThrottled, err)
+	}
+	return err
+}
+
+func isAny(err error, targets []error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
