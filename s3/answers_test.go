@@ -405,6 +405,28 @@ func TestPathStyleHint(t *testing.T) {
 	}
 }
 
+// TestPathStyleHintNoSuchHost: without wildcard DNS, a virtual-hosted
+// request to a custom endpoint fails to resolve the bucket's host name. That
+// is no answer from the store (an unknown outcome), but the error names the
+// endpoint and suggests path_style=true.
+func TestPathStyleHintNoSuchHost(t *testing.T) {
+	c := s3.New(s3.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String("http://s3.example.invalid:7070"),
+		Credentials:  credentials.NewStaticCredentialsProvider("a", "s", ""),
+		Retryer:      aws.NopRetryer{},
+	})
+	d, err := les3.NewDecider(c, "bucket", "key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.ReadCurrent(t.Context())
+	if classOf(err) != errUnknown || !strings.Contains(err.Error(), "s3.example.invalid") || !strings.Contains(err.Error(), "path_style=true") {
+		t.Fatalf("read: %v; want an unknown outcome naming the endpoint and suggesting path_style=true", err)
+	}
+	t.Log(err)
+}
+
 // TestHangingServer: a server that accepts the request and never answers
 // gives an error within WithTimeout, and a context cancelled while a request
 // is in flight gives an error wrapping context.Canceled.

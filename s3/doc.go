@@ -30,6 +30,20 @@
 // buckets. A store that ignores the headers would let every writer win:
 // run racedecidertest.Run against it before relying on it.
 //
+// # Errors
+//
+// One function, classify, maps every S3 answer to the classes of the
+// RaceDecider contract: 412 and 409 ConditionalRequestConflict are
+// entry.ErrRaceLost; 503 SlowDown, 429 and 409 OperationAborted
+// entry.ErrThrottled; 403, 404 NoSuchBucket, any other 404 and other 4xx,
+// 405 and 501 entry.ErrRefused, naming the endpoint; timeouts, resets and
+// other 5xx an unknown outcome. A read's 404 is a missing record only with
+// the error code NoSuchKey, which S3 sends in the body of a GET's error
+// answer (ReadCurrent uses GET, not HEAD, whose answers have no body): a 404
+// without it comes from a wrong endpoint, or from a store reached with the
+// bucket in the host name that serves buckets by path; the error then
+// suggests path-style addressing.
+//
 // # Permissions
 //
 // The client needs s3:GetObject and s3:PutObject on the object. On AWS, also

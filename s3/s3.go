@@ -278,7 +278,7 @@ func (d *Decider) hint(err error) string {
 		return ""
 	}
 	var re *smithyhttp.ResponseError
-	if errors.As(err, &re) && re.HTTPStatusCode() != http.StatusNotFound {
+	if !isDNSError(err) && !(errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound) {
 		return ""
 	}
 	return " (the client puts the bucket in the endpoint's host name, as AWS does; most S3-compatible stores need path-style addressing: add path_style=true to the s3:// URL, or set UsePathStyle on the client)"
