@@ -206,3 +206,25 @@ func TestErrorClasses(t *testing.T) {
 		t.Errorf("role's connection limit reached: %v; want throttled", err)
 	}
 }
+
+// BenchmarkWriteEntry measures one conditional replace (an extension).
+func BenchmarkWriteEntry(b *testing.B) {
+	pool := newPool(b, serverDSN(b), 2)
+	d := newDecider(b, pool, freshTable(b, pool), freshName("election"))
+	tok := mustWrite(b, d, record(0, "w0", entry.LeaderToken{}))
+	n := int64(1)
+	for b.Loop() {
+		tok = mustWrite(b, d, record(n, fmt.Sprintf("w%d", n), tok))
+		n++
+	}
+}
+
+// BenchmarkReadCurrent measures one read.
+func BenchmarkReadCurrent(b *testing.B) {
+	pool := newPool(b, serverDSN(b), 2)
+	d := newDecider(b, pool, freshTable(b, pool), freshName("election"))
+	mustWrite(b, d, record(0, "w0", entry.LeaderToken{}))
+	for b.Loop() {
+		mustRead(b, d)
+	}
+}
