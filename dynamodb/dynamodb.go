@@ -162,7 +162,6 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	}
 	opCtx, cancel := d.opContext(ctx)
 	defer cancel()
-	var attempts attemptLog
 	out, err := d.client.GetItem(opCtx, &ddb.GetItemInput{
 		TableName: aws.String(d.table),
 		Key:       d.itemKey(),
@@ -172,9 +171,9 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 		// holds); candidates would write on stale versions, only to lose.
 		// A strongly consistent read costs one read unit instead of half.
 		ConsistentRead: aws.Bool(true),
-	}, ddb.WithAPIOptions(attempts.install))
+	})
 	if err != nil {
-		return nil, d.fail(ctx, opCtx, "read "+d.name, err, &attempts)
+		return nil, d.fail(ctx, opCtx, "read "+d.name, err, nil)
 	}
 	if out.Item == nil {
 		return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
@@ -336,8 +335,8 @@ func (d *Decider) opContext(ctx context.Context) (context.Context, context.Cance
 // fail wraps err from the DynamoDB call described by what with its class
 // (see classify), making sure the result wraps the caller's ctx.Err() when
 // the caller's context ended, and saying so when the call's own timeout ran
-// out. A class is claimed only when no attempt of the call may have been
-// applied.
+// out. For a write (attempts not nil), a class is claimed only when no
+// attempt of the call may have been applied.
 func (d *Decider) fail(ctx, opCtx context.Context, what string, err error, attempts *attemptLog) error {
 	switch {
 	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
@@ -349,7 +348,7 @@ func (d *Decider) fail(ctx, opCtx context.Context, what string, err error, attem
 	switch {
 	case class == nil:
 		return fmt.Errorf("dynamodb: %s: %w", what, err)
-	case attempts.ambiguous.Load():
+	case attempts != nil && attempts.ambiguous.Load():
 		return fmt.Errorf("dynamodb: %s: outcome unknown: the SDK retried after an attempt that may have been applied (%d attempts): %w",
 			what, attempts.n.Load(), err)
 	case errors.Is(class, entry.ErrRefused) && isMissingTable(err):
