@@ -70,6 +70,9 @@ func dispatch(args []string, stdout, stderr io.Writer) outcome {
 	}
 	name := args[0]
 	switch name {
+	case watchdogCommand:
+		// Hidden: run starts it; see watchdog_linux.go.
+		return outcome{code: watchdogMain(os.Stdin, stderr)}
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			return dispatch([]string{args[1], "--help"}, stdout, stderr)

@@ -313,10 +313,25 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 		"LEADER_TERM="+strconv.FormatInt(tv.Term(), 10),
 		"LEADER_EXPIRY="+tv.Get().UTC().Format(time.RFC3339Nano),
 	)
+	// The watchdog is armed before COMMAND starts, so that COMMAND never
+	// runs unguarded.
+	wd, err := startWatchdog(tv.Get().Add(-r.killLead()))
+	if err != nil {
+		r.log.Warn("no watchdog: the command is killed at the end of the term only while leaderelect itself runs", "err", err)
+		wd = nil
+	}
+	defer func() {
+		if wd != nil {
+			wd.disarm()
+		}
+	}()
 	c, err := startChild(r.argv, env)
 	if err != nil {
 		r.log.Error("could not start the command", "err", err)
 		return &exitResult{code: execFailureCode(err)}
+	}
+	if wd != nil {
+		wd.setGroup(c.pid)
 	}
 	started := time.Now()
 	r.log.Info("elected: started the command", "term", tv.Term(), "pid", c.pid)
@@ -367,6 +382,13 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 		default:
 			next = now.Add(time.Hour)
 		}
+		if wd != nil {
+			// Pass each extension on, and look for the next one often
+			// enough that the watchdog hears of it well before it would
+			// kill.
+			wd.arm(killBy)
+			next = minTime(next, now.Add(r.term/8))
+		}
 		timer.Reset(time.Until(next))
 		select {
 		case code := <-c.done:
@@ -374,6 +396,13 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 			signalGroup(c.pid, syscall.SIGKILL)
 			if termSent {
 				r.log.Info("the command stopped", "pid", c.pid, "status", code)
+				return nil
+			}
+			if !time.Now().Before(tv.Get().Add(-r.killLead())) {
+				// The watchdog killed it while this process was not
+				// running (stopped, starved): leadership is lost, and
+				// COMMAND runs again only after a new election.
+				r.log.Warn("the command was killed at the end of the term by the watchdog", "pid", c.pid, "status", code)
 				return nil
 			}
 			r.log.Info("the command exited", "pid", c.pid, "status", code)
@@ -387,6 +416,13 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 		case <-timer.C:
 		}
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func isClosed(c <-chan struct{}) bool {

@@ -1,0 +1,205 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The watchdog is a second process that SIGKILLs COMMAND's process group at
+// the end of the term unless told of an extension, so that the kill does not
+// depend on the supervisor (leaderelect run) being scheduled: a supervisor
+// that is stopped (SIGSTOP, a debugger), starved of CPU or swapped out
+// cannot extend the term either, and a successor may then be elected while
+// COMMAND still runs. The watchdog runs in a session of its own, so that job
+// control signals meant for the supervisor's terminal do not stop it.
+//
+// The supervisor writes lines to the watchdog's stdin:
+//
+//	deadline NS   kill at CLOCK_BOOTTIME NS unless a later deadline comes
+//	pgid N        COMMAND's process group
+//	done          COMMAND has been reaped: exit without killing
+//
+// When stdin closes without "done" (the supervisor died), the watchdog still
+// kills at the last deadline. CLOCK_BOOTTIME goes on across a suspend of the
+// host, as the other candidates' clocks do, where CLOCK_MONOTONIC (and so Go's
+// timers) would stop.
+const watchdogCommand = "__watchdog"
+
+// bootNow is CLOCK_BOOTTIME in nanoseconds.
+func bootNow() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		panic(fmt.Sprintf("clock_gettime(CLOCK_BOOTTIME): %v", err))
+	}
+	return ts.Nano()
+}
+
+// watchdog is the supervisor's end of a watchdog process.
+type watchdog struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	last time.Time // the kill time last sent
+	err  error     // the first write error
+}
+
+// startWatchdog starts the watchdog process, armed to kill at killBy.
+func startWatchdog(killBy time.Time) (*watchdog, error) {
+	// /proc/self/exe runs this very binary even if it was replaced or
+	// deleted since it started.
+	cmd := exec.Command("/proc/self/exe", watchdogCommand)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	w := &watchdog{cmd: cmd, in: in}
+	// The deadline is in the pipe before the process exists: it is armed
+	// from its first instant.
+	w.arm(killBy)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the watchdog: %w", err)
+	}
+	go func() { _ = cmd.Wait() }()
+	return w, w.err
+}
+
+func (w *watchdog) send(format string, args ...any) {
+	if w.err == nil {
+		_, w.err = fmt.Fprintf(w.in, format+"\n", args...)
+	}
+}
+
+// arm moves the kill time to killBy, converted to CLOCK_BOOTTIME.
+func (w *watchdog) arm(killBy time.Time) {
+	if killBy.Equal(w.last) {
+		return
+	}
+	w.last = killBy
+	w.send("deadline %d", bootNow()+int64(time.Until(killBy)))
+}
+
+func (w *watchdog) setGroup(pgid int) { w.send("pgid %d", pgid) }
+
+// disarm tells the watchdog that COMMAND is gone, and lets it exit.
+func (w *watchdog) disarm() {
+	w.send("done")
+	_ = w.in.Close()
+}
+
+// watchdogMain is the watchdog process.
+func watchdogMain(stdin io.Reader, stderr io.Writer) int {
+	supervisor := os.Getppid()
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	tfd, err := unix.TimerfdCreate(unix.CLOCK_BOOTTIME, unix.TFD_CLOEXEC)
+	if err != nil {
+		fmt.Fprintf(stderr, "leaderelect run: watchdog: timerfd_create: %v\n", err)
+		return exitFailed
+	}
+	fired := make(chan struct{}, 1)
+	go func() {
+		var buf [8]byte
+		for {
+			if _, err := unix.Read(tfd, buf[:]); err != nil && err != unix.EINTR {
+				return
+			}
+			select {
+			case fired <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	var deadline int64 = -1 // not armed yet
+	pgid := 0
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				// The supervisor is gone; the deadline holds.
+				lines = nil
+				if deadline < 0 {
+					return exitOK
+				}
+				continue
+			}
+			verb, arg, _ := strings.Cut(l, " ")
+			n, _ := strconv.ParseInt(arg, 10, 64)
+			switch verb {
+			case "done":
+				return exitOK
+			case "pgid":
+				pgid = int(n)
+			case "deadline":
+				deadline = n
+				spec := unix.ItimerSpec{Value: unix.NsecToTimespec(max(n, 1))}
+				if err := unix.TimerfdSettime(tfd, unix.TFD_TIMER_ABSTIME, &spec, nil); err != nil {
+					fmt.Fprintf(stderr, "leaderelect run: watchdog: timerfd_settime: %v\n", err)
+				}
+			}
+		case <-fired:
+		}
+		if deadline >= 0 && bootNow() >= deadline {
+			killed := killCommand(supervisor, pgid)
+			fmt.Fprintf(stderr, "leaderelect run: watchdog: the term is ending without an extension reaching the watchdog: killed the command's process group %v\n", killed)
+			return exitOK
+		}
+	}
+}
+
+// killCommand SIGKILLs process group pgid and, should the supervisor have
+// been stopped before it could say which group that is, every process group
+// led by a child of the supervisor other than this process (COMMAND leads its
+// own).
+func killCommand(supervisor, pgid int) []int {
+	var killed []int
+	if pgid > 0 && syscall.Kill(-pgid, syscall.SIGKILL) == nil {
+		killed = append(killed, pgid)
+	}
+	if pgid > 0 {
+		return killed
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
+		// After the name: state ppid pgrp ...
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 3 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		pg, _ := strconv.Atoi(f[2])
+		if ppid == supervisor && pg == pid && syscall.Kill(-pid, syscall.SIGKILL) == nil {
+			killed = append(killed, pid)
+		}
+	}
+	return killed
+}

@@ -1,0 +1,25 @@
+//go:build !linux
+
+package main
+
+import (
+	"errors"
+	"io"
+	"time"
+)
+
+// Outside Linux, run has no watchdog process: COMMAND is killed at the end
+// of the term by the supervisor alone, which must be running to do it.
+const watchdogCommand = "__watchdog"
+
+type watchdog struct{}
+
+func startWatchdog(time.Time) (*watchdog, error) {
+	return nil, errors.New("no watchdog process on this system")
+}
+
+func (*watchdog) arm(time.Time) {}
+func (*watchdog) setGroup(int)  {}
+func (*watchdog) disarm()       {}
+
+func watchdogMain(io.Reader, io.Writer) int { return exitUsage }
