@@ -1,0 +1,117 @@
+package azblob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+)
+
+// answer builds the error the SDK returns for an Azure answer with this
+// status and error code, with the body Azure sends (the code is in both the
+// x-ms-error-code header and the XML body).
+func answer(status int, code string) error {
+	body := fmt.Sprintf(`<?xml version="1.0" encoding="utf-8"?><Error><Code>%s</Code><Message>some message
+RequestId:4d3c5d20-b01e-0045-3f1c-000000000000
+Time:2026-11-25T16:00:00.0000000Z</Message></Error>`, code)
+	req, _ := http.NewRequest(http.MethodPut, "https://acct.blob.core.windows.net/c/b?sig=SECRET", nil)
+	resp := &http.Response{
+		StatusCode: status,
+		Status:     fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		Header:     http.Header{"Content-Type": {"application/xml"}},
+		Body:       io.NopCloser(strings.NewReader(body)),
+		Request:    req,
+	}
+	if code != "" {
+		resp.Header.Set("x-ms-error-code", code)
+	}
+	return runtime.NewResponseError(resp)
+}
+
+// TestClassify maps the answers Azure documents for Get Blob and Put Blob
+// (https://learn.microsoft.com/rest/api/storageservices/blob-service-error-codes).
+func TestClassify(t *testing.T) {
+	reset := &url.Error{Op: "Put", URL: "https://acct.blob.core.windows.net/c/b?sig=SECRET",
+		Err: &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}}
+	cases := []struct {
+		err   error
+		op    op
+		want  outcome
+		retry bool
+	}{
+		{answer(412, "ConditionNotMet"), opReplace, outcomeLost, false},
+		{answer(412, "ConditionNotMet"), opCreate, outcomeLost, false},
+		{answer(409, "BlobAlreadyExists"), opCreate, outcomeLost, false},
+		{answer(409, "BlobAlreadyExists"), opReplace, outcomeUnknown, false},
+		{answer(404, "BlobNotFound"), opReplace, outcomeLost, false},
+		{answer(404, "BlobNotFound"), opRead, outcomeMissing, false},
+		{answer(404, "BlobNotFound"), opCreate, outcomeUnknown, false},
+		{answer(404, "ContainerNotFound"), opRead, outcomeRefused, false},
+		{answer(404, "ContainerNotFound"), opCreate, outcomeRefused, false},
+		{answer(404, "ContainerNotFound"), opReplace, outcomeRefused, false},
+		{answer(404, ""), opRead, outcomeRefused, false}, // not the service
+		{answer(403, "AuthorizationFailure"), opRead, outcomeRefused, false},
+		{answer(403, "AuthorizationPermissionMismatch"), opReplace, outcomeRefused, false},
+		{answer(403, "AuthenticationFailed"), opCreate, outcomeRefused, false},
+		{answer(403, "AccountIsDisabled"), opRead, outcomeRefused, false},
+		{answer(412, "LeaseIdMissing"), opReplace, outcomeRefused, false},
+		{answer(409, "LeaseAlreadyPresent"), opReplace, outcomeRefused, false},
+		{answer(412, "LeaseIdMismatchWithBlobOperation"), opReplace, outcomeRefused, false},
+		{answer(409, "BlobImmutableDueToPolicy"), opReplace, outcomeRefused, false},
+		{answer(409, "BlobArchived"), opReplace, outcomeRefused, false},
+		{answer(409, "ContainerBeingDeleted"), opCreate, outcomeRefused, false},
+		{answer(400, "InvalidHeaderValue"), opCreate, outcomeRefused, false},
+		{answer(400, "Md5Mismatch"), opCreate, outcomeRefused, false},
+		{answer(413, "RequestBodyTooLarge"), opCreate, outcomeRefused, false},
+		{answer(503, "ServerBusy"), opReplace, outcomeThrottled, true},
+		{answer(503, "ServerBusy"), opRead, outcomeThrottled, true},
+		{answer(500, "ServerBusy"), opReplace, outcomeThrottled, true},
+		{answer(429, ""), opReplace, outcomeThrottled, false},
+		{answer(500, "OperationTimedOut"), opReplace, outcomeUnknown, true},
+		{answer(500, "InternalError"), opReplace, outcomeUnknown, true},
+		{answer(502, ""), opCreate, outcomeUnknown, true},
+		{answer(503, ""), opCreate, outcomeUnknown, true},
+		{answer(504, ""), opCreate, outcomeUnknown, true},
+		{answer(408, ""), opCreate, outcomeUnknown, true},
+		{answer(409, "SomethingNew"), opReplace, outcomeUnknown, false},
+		{answer(412, ""), opReplace, outcomeLost, false}, // a server that sends no code
+		{answer(412, "SomethingNew"), opReplace, outcomeUnknown, false},
+		{reset, opReplace, outcomeUnknown, true},
+		{fmt.Errorf("wrapped: %w", context.DeadlineExceeded), opReplace, outcomeUnknown, false},
+		{context.Canceled, opRead, outcomeUnknown, false},
+	}
+	for _, tc := range cases {
+		name := fmt.Sprintf("%s/op%d", describe(tc.err), tc.op)
+		t.Run(name, func(t *testing.T) {
+			if got := classify(tc.err, tc.op); got != tc.want {
+				t.Errorf("classify = %d, want %d", got, tc.want)
+			}
+			if got := transient(tc.err); got != tc.retry {
+				t.Errorf("transient = %v, want %v", got, tc.retry)
+			}
+			if d := describe(tc.err); strings.Contains(d, "SECRET") || strings.Contains(d, "RequestId") {
+				t.Errorf("describe = %q: it repeats the query string or the message body", d)
+			}
+		})
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://acct.blob.core.windows.net/c/b?sv=1&sig=SECRET": "https://acct.blob.core.windows.net/c/b?REDACTED",
+		"https://acct.blob.core.windows.net/c/b":                 "https://acct.blob.core.windows.net/c/b",
+		"http://u:p@127.0.0.1:1/x":                               "http://127.0.0.1:1/x",
+		"%zz?sig=SECRET":                                         "%zz?REDACTED",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package azblob_test
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	leazblob "github.com/racedecider/leaderelection/azblob"
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// clearEnv unsets every variable the URL opener reads, for this test.
+func clearEnv(t *testing.T) {
+	for _, v := range []string{leazblob.EnvConnectionString, leazblob.EnvAccount, leazblob.EnvKey, leazblob.EnvSASToken} {
+		t.Setenv(v, "")
+	}
+}
+
+func TestOpenURLRejects(t *testing.T) {
+	clearEnv(t)
+	const key = "c2VjcmV0LWtleQ=="
+	cases := []struct {
+		url  string
+		env  map[string]string
+		want string
+	}{
+		{"azblob:///b", nil, "no container"},
+		{"azblob://c", nil, "no blob name"},
+		{"azblob://c/", nil, "no blob name"},
+		{"azblob://c:10/b", nil, "want azblob://CONTAINER/BLOB"},
+		{"azblob://u@c/b", nil, "want azblob://CONTAINER/BLOB"},
+		{"azblob://c/b?region=x", nil, "region"},
+		{"azblob://c/b?endpoint=ftp://x", nil, `endpoint="ftp://x"`},
+		{"azblob://c/b", nil, "no storage account"},
+		{"azblob://c/b?storage_account=a", map[string]string{leazblob.EnvConnectionString: "AccountName=a;AccountKey=" + key}, "drop storage_account"},
+		{"azblob://c/b?endpoint=http://127.0.0.1:1/a", map[string]string{leazblob.EnvKey: key}, "names no account"},
+		{"azblob://c/b?storage_account=a", map[string]string{leazblob.EnvKey: "not base64!" + key}, "not a valid key"},
+		{"azblob://c/b", map[string]string{leazblob.EnvConnectionString: "nonsense" + key}, leazblob.EnvConnectionString},
+		{"azblob://c/b.", map[string]string{leazblob.EnvAccount: "a", leazblob.EnvSASToken: "sig=x"}, "ends with"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.url, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			d, err := leaderelection.OpenDecider(t.Context(), tc.url)
+			if err == nil {
+				t.Fatalf("OpenDecider(%q) = %v, nil; want an error", tc.url, d)
+			}
+			if !errors.Is(err, leaderelection.ErrBadURL) {
+				t.Errorf("error %q does not wrap ErrBadURL", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), key) {
+				t.Errorf("error %q repeats the key", err)
+			}
+		})
+	}
+}
+
+// TestOpenURL opens Azurite's blobs by URL with each kind of credential.
+func TestOpenURL(t *testing.T) {
+	s := azurite(t)
+	clearEnv(t)
+	sasURL, err := s.client(t, "", s.container).GetSASURL(
+		sas.ContainerPermissions{Read: true, Write: true, Create: true}, time.Now().Add(time.Hour), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	su, err := url.Parse(sasURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := url.QueryEscape(s.endpoint)
+	cases := []struct {
+		name   string
+		env    map[string]string
+		params string
+	}{
+		{"connection string", map[string]string{leazblob.EnvConnectionString: s.connString}, ""},
+		{"shared key", map[string]string{leazblob.EnvKey: s.key}, "?storage_account=" + s.account + "&endpoint=" + endpoint},
+		{"shared key, account from env", map[string]string{leazblob.EnvKey: s.key, leazblob.EnvAccount: s.account}, "?endpoint=" + endpoint},
+		{"SAS token", map[string]string{leazblob.EnvSASToken: su.RawQuery}, "?endpoint=" + endpoint},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			name := newBlob()
+			d, err := leaderelection.OpenDecider(t.Context(), "azblob://"+s.container+"/"+name+tc.params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := d.(*leazblob.Decider).String(); got != s.objectName(name) {
+				t.Errorf("String() = %q, want %q", got, s.objectName(name))
+			}
+			tok, err := d.WriteEntry(t.Context(), record(0, "w-0", entry.LeaderToken{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := d.ReadCurrent(t.Context())
+			if err != nil || got.WriteID != "w-0" || got.Token.Version != tok.Version {
+				t.Fatalf("read back %+v, %v", got, err)
+			}
+		})
+	}
+}
