@@ -175,10 +175,11 @@ func CreateTable(ctx context.Context, pool *pgxpool.Pool, table string) error {
 	committed_at timestamptz NOT NULL
 )`)
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07") {
-		// Two concurrent CREATE TABLE IF NOT EXISTS can collide in the
-		// catalog (unique_violation) or both pass the check (duplicate_table):
-		// the table exists either way.
+	if errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07" || pe.Code == "42710") {
+		// Concurrent CREATE TABLE IF NOT EXISTS can both pass the check and
+		// then collide on the table (duplicate_table), its row type
+		// (duplicate_object) or the catalog's index (unique_violation): the
+		// table exists either way.
 		return nil
 	}
 	if err != nil {
