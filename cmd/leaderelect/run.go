@@ -53,9 +53,13 @@ the term and exits by the same signal.
 
 COMMAND runs in its own process group, with stdin from /dev/null; signals go
 to the whole group, and any process left in the group when COMMAND exits is
-killed. On Linux, COMMAND gets SIGKILL if leaderelect itself is killed, so it
-cannot outlive its term; that covers COMMAND only, not processes it started
-(use exec in wrapper scripts).
+killed. On Linux, a watchdog process (this binary, in a session of its own)
+holds the term's deadline on CLOCK_BOOTTIME and SIGKILLs the group when it
+passes without an extension, even while leaderelect itself is stopped,
+starved of CPU or dead; leaderelect, once resumed, runs COMMAND again only
+after winning a new election. Not covered: the whole host paused, and
+processes that left the group (setsid, daemons): fence those with
+LEADER_TERM.
 
 Examples:
   leaderelect run --store file:///var/lib/reports/leader -- ./send-reports
