@@ -215,8 +215,8 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		cond.IfMatch = &etag
 		op, what = opReplace, "write "+d.name+" (If-Match: "+rentry.Token.Version+")"
 	} else {
-		any := azcore.ETagAny
-		cond.IfNoneMatch = &any
+		star := azcore.ETagAny
+		cond.IfNoneMatch = &star
 	}
 	opts := &blockblob.UploadOptions{
 		HTTPHeaders: &blob.HTTPHeaders{

@@ -29,6 +29,11 @@
 // never deleted. Azure's ETags change on every write, even of identical
 // content, so a stale writer cannot match a newer record by accident.
 //
+// That atomic condition is all the election's safety asks of the store: it
+// serialises the writers. The rest (clock assumptions, MaxClockSkew, checking
+// the TimeView before acting, fencing with the Term) is the engine's; see the
+// leaderelection package documentation.
+//
 // # Retries and unknown outcomes
 //
 // Reads are retried by the SDK under the client's retry options. Writes are
