@@ -39,6 +39,8 @@ func TestMain(m *testing.M) {
 		racer()
 	case "writer":
 		writer()
+	case "mounts":
+		mountsHelper()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s %q\n", helperEnv, os.Getenv(helperEnv))
 		os.Exit(2)

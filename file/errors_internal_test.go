@@ -1,0 +1,53 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"syscall"
+	"testing"
+
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// TestClassify checks the mapping on each errno the filesystem may answer,
+// wrapped as package os returns them. errors_test.go meets the same answers
+// from a real filesystem where the test can set them up.
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want error // nil: left alone, an unknown outcome
+	}{
+		{syscall.EACCES, entry.ErrRefused},
+		{syscall.EPERM, entry.ErrRefused},
+		{syscall.EROFS, entry.ErrRefused},
+		{syscall.ENOENT, entry.ErrRefused},
+		{syscall.ENOTDIR, entry.ErrRefused},
+		{syscall.EISDIR, entry.ErrRefused},
+		{syscall.ELOOP, entry.ErrRefused},
+		{syscall.ENAMETOOLONG, entry.ErrRefused},
+		{syscall.ENOLCK, entry.ErrRefused},
+		{syscall.EOPNOTSUPP, entry.ErrRefused},
+		{syscall.ENOSPC, entry.ErrThrottled},
+		{syscall.EDQUOT, entry.ErrThrottled},
+		{syscall.EIO, nil},
+		{syscall.ESTALE, nil},
+		{syscall.EINTR, nil},
+	} {
+		err := &fs.PathError{Op: "open", Path: "/x/record", Err: tc.err}
+		got := classify(err)
+		if !errors.Is(got, tc.err) {
+			t.Errorf("classify(%v) = %v: lost the cause", err, got)
+		}
+		for _, class := range []error{entry.ErrRefused, entry.ErrThrottled} {
+			if errors.Is(got, class) != (class == tc.want) {
+				t.Errorf("classify(%v) = %v; want class %v", err, got, tc.want)
+			}
+		}
+	}
+	for _, err := range []error{context.Canceled, entry.ErrRaceLost, nil} {
+		if got := classify(err); got != err {
+			t.Errorf("classify(%v) = %v, want it unchanged", err, got)
+		}
+	}
+}
