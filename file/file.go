@@ -14,7 +14,7 @@
 // short backoff until the context ends, so a cancelled candidate never waits
 // on a lock. The kernel drops a lock when its holder dies, so a candidate
 // killed while holding one blocks nobody. Within one process, Deciders on the
-// same path also exclude each other without relying on the kernel (on NFS,
+// same record also exclude each other without relying on the kernel (on NFS,
 // Linux emulates flock with POSIX locks, which do not exclude two descriptors
 // of the same process).
 //
@@ -71,10 +71,11 @@
 //
 // # Permissions
 //
-// Every candidate needs read and write access to the directory (to create
-// the lock and temporary files and to rename), and to the lock file once it
-// exists. Observers that only read (status, watch) need read access to the
-// record alone. Files are created with mode 0666 less the umask.
+// Every candidate needs read and write access to the record's directory
+// (the one its symlinks lead to: to create the lock and temporary files and
+// to rename), and to the lock file once it exists. Observers that only read
+// (status, watch) need read access to the record alone. Files are created
+// with mode 0666 less the umask.
 //
 // There is no push notification: this Decider does not implement
 // leaderelection.ChangeNotifier, so waiting candidates and watchers poll.
