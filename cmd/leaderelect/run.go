@@ -392,6 +392,11 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 			// kill.
 			wd.arm(killBy)
 			next = minTime(next, now.Add(r.term/8))
+			if wd.err != nil {
+				r.log.Warn("the watchdog cannot be told of extensions: the command is killed at the end of the term only while leaderelect itself runs", "err", wd.err)
+				wd.disarm()
+				wd = nil
+			}
 		}
 		timer.Reset(time.Until(next))
 		select {

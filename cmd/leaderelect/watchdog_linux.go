@@ -48,7 +48,7 @@ func bootNow() int64 {
 // watchdog is the supervisor's end of a watchdog process.
 type watchdog struct {
 	cmd  *exec.Cmd
-	in   io.WriteCloser
+	in   *os.File
 	last time.Time // the kill time last sent
 	err  error     // the first write error
 }
@@ -60,15 +60,19 @@ func startWatchdog(killBy time.Time) (*watchdog, error) {
 	cmd := exec.Command("/proc/self/exe", watchdogCommand)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	in, err := cmd.StdinPipe()
+	r, in, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	cmd.Stdin = r
 	w := &watchdog{cmd: cmd, in: in}
 	// The deadline is in the pipe before the process exists: it is armed
 	// from its first instant.
 	w.arm(killBy)
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	r.Close()
+	if err != nil {
+		in.Close()
 		return nil, fmt.Errorf("starting the watchdog: %w", err)
 	}
 	go func() { _ = cmd.Wait() }()
@@ -76,9 +80,13 @@ func startWatchdog(killBy time.Time) (*watchdog, error) {
 }
 
 func (w *watchdog) send(format string, args ...any) {
-	if w.err == nil {
-		_, w.err = fmt.Fprintf(w.in, format+"\n", args...)
+	if w.err != nil {
+		return
 	}
+	// A watchdog that someone stopped must not block the supervisor once
+	// the pipe is full.
+	_ = w.in.SetWriteDeadline(time.Now().Add(time.Second))
+	_, w.err = fmt.Fprintf(w.in, format+"\n", args...)
 }
 
 // arm moves the kill time to killBy, converted to CLOCK_BOOTTIME.

@@ -12,7 +12,7 @@ import (
 // of the term by the supervisor alone, which must be running to do it.
 const watchdogCommand = "__watchdog"
 
-type watchdog struct{}
+type watchdog struct{ err error }
 
 func startWatchdog(time.Time) (*watchdog, error) {
 	return nil, errors.New("no watchdog process on this system")
