@@ -8,8 +8,6 @@ import (
 	"math"
 	"time"
 
-	clocks "github.com/vimeo/go-clocks"
-
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/hooks"
 )
@@ -21,20 +19,32 @@ import (
 // store could not be reached) cancels that context, waits for OnElected to
 // return, calls OnOusting, and campaigns again. When ctx ends while leading,
 // Acquire releases the term (unless DisableRelease) after OnElected has
-// returned, so that another candidate takes over at once. If OnElected
-// returns on its own, the candidate steps down the same way and campaigns
-// again.
+// returned, so that another candidate takes over at once.
 //
-// Acquire returns early with an error for an invalid Config, and for a stored
-// record that does not decode (wrapping ErrCorruptRecord): it never overwrites
-// what it cannot read, as the object may belong to something else.
+// OnElected returning on its own also ends the tenure: the candidate releases
+// the term and campaigns again, but only after a pause of at least a
+// TermLength, doubling with each tenure in a row that ends that way (up to 8
+// x TermLength), so that an OnElected that returns at once costs no more
+// writes than a leader that keeps its term.
+//
+// Acquire returns early with an error for an invalid Config; for a stored
+// record that does not decode (wrapping ErrCorruptRecord: it never overwrites
+// what it cannot read, as the object may belong to something else); and for a
+// store that refuses for good (wrapping ErrRefused: permission denied, a
+// missing bucket or table), naming the store. Every other store error is
+// retried with capped, jittered exponential backoff, throttling included.
 func (c Config) Acquire(ctx context.Context) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	cd := &candidate{Config: c.withDefaults(), lastTerm: -1, rng: newRNG(hooks.Rand(ctx))}
-	cd.notifier, _ = c.Decider.(ChangeNotifier)
+	cd := &candidate{Config: c.withDefaults(), lastTerm: -1, maxSeen: entry.NoElections, rng: newRNG(hooks.Rand(ctx))}
 	cd.log = cd.Logger.With("leader_id", cd.LeaderID)
+	n, _ := c.Decider.(ChangeNotifier)
+	cd.waiter = waiter{clock: cd.Clock, n: n, poll: cd.PollInterval, onPushErr: func(err error) {
+		cd.log.Warn("waiting for a pushed change failed; polling instead", "err", err)
+	}}
+	cd.retry = newBackoff(cd.rng, cd.TermLength/64, cd.TermLength/2)
+	cd.tenures = newBackoff(cd.rng, 2*cd.TermLength, 16*cd.TermLength)
 	err := cd.campaign(ctx)
 	if ctx.Err() != nil {
 		cd.releaseUnknownWrite(ctx)
@@ -55,7 +65,10 @@ func (cd *candidate) releaseUnknownWrite(ctx context.Context) {
 	rctx, cancel := cd.Clock.ContextWithTimeout(context.WithoutCancel(ctx), cd.opTimeout())
 	defer cancel()
 	rec, err := cd.Decider.ReadCurrent(rctx)
-	if err == nil && rec != nil && cd.ours(rec) && !rec.Released {
+	if err != nil || rec == nil || rec.Released {
+		return
+	}
+	if _, ok := cd.ours(rec); ok {
 		cd.release(ctx, rec)
 	}
 }
@@ -63,23 +76,31 @@ func (cd *candidate) releaseUnknownWrite(ctx context.Context) {
 // candidate is the state of one Acquire call.
 type candidate struct {
 	Config
-	notifier ChangeNotifier
-	log      *slog.Logger
-	rng      *rng
+	waiter waiter
+	log    *slog.Logger
+	rng    *rng
 	// lastTerm is the tenure last reported to LeaderChanged.
 	lastTerm int64
-	// rtt tracks the store's round trip, which sizes herdJitter.
-	rtt rttTracker
+	// maxSeen is the highest ElectionNumber this candidate has seen: every
+	// tenure it begins is numbered above it, so that fencing tokens never
+	// go down, even when the record is deleted.
+	maxSeen int64
+	// sawRecord is set when the last record read existed; heldUntil is
+	// when a record that disappeared after that may have stopped being
+	// held (see observe).
+	sawRecord bool
+	heldUntil time.Time
+	// rtt tracks the store's round trip, which sizes herdJitter; writes
+	// tracks write latencies, which time extensions.
+	rtt, writes latencies
 	// pending holds writes whose outcome was unknown and that may still be
-	// applied: a record carrying one of these write ids is ours.
+	// applied; sentAt is when the write that made the last record of ours
+	// was sent.
 	pending []pendingWrite
-}
-
-type pendingWrite struct {
-	writeID string
-	// on is the token the write was conditioned on; once the store holds
-	// another record the write can never apply.
-	on entry.LeaderToken
+	sentAt  time.Time
+	// retry spaces out acquisition attempts that failed without a result;
+	// tenures spaces out tenures that OnElected ended early.
+	retry, tenures backoff
 }
 
 // opTimeout bounds one read while campaigning, so a hung store call cannot
@@ -102,7 +123,7 @@ func (cd *candidate) herdJitter() time.Duration {
 	if k <= 0 {
 		return 0
 	}
-	w := time.Duration(float64(cd.rtt.estimate()) * k * (1.5 + math.Log2(k)/2))
+	w := time.Duration(float64(cd.rtt.fastest()) * k * (1.5 + math.Log2(k)/2))
 	return min(w, time.Duration(k*float64(cd.TermLength)/32), cd.TermLength/2)
 }
 
@@ -118,10 +139,11 @@ func (cd *candidate) campaign(ctx context.Context) error {
 	jittered := false
 	for {
 		cd.observe(ctx, rec)
-		if !rec.Released && cd.ours(rec) {
+		if p, ok := cd.ours(rec); ok && !rec.Released {
 			// A write whose outcome was unknown was applied after all.
+			cd.sentAt = p.sentAt
 			cd.log.Info("an earlier write with an unknown outcome was applied: leading", "term", rec.Term)
-			if rec, err = cd.lead(ctx, rec); err != nil {
+			if rec, err = cd.leadAndPause(ctx, rec); err != nil {
 				return err
 			}
 			jittered = false
@@ -146,11 +168,24 @@ func (cd *candidate) campaign(ctx context.Context) error {
 		}
 		jittered = false
 		won, next, err := cd.tryAcquire(ctx, rec)
-		if err != nil {
+		switch {
+		case isThrottled(err):
+			next = rec
+		case err != nil:
 			return err
+		case won:
+			cd.retry.reset()
+			if next, err = cd.leadAndPause(ctx, next); err != nil {
+				return err
+			}
 		}
-		if won {
-			if next, err = cd.lead(ctx, next); err != nil {
+		if !won && next.Token.SameVersion(rec.Token) {
+			// Not applied and nothing changed (an unknown outcome that
+			// did not land, throttling): try again, but not at once.
+			if !cd.Clock.SleepFor(ctx, cd.retry.next()) {
+				return ctx.Err()
+			}
+			if next, err = cd.read(ctx); err != nil {
 				return err
 			}
 		}
@@ -158,12 +193,38 @@ func (cd *candidate) campaign(ctx context.Context) error {
 	}
 }
 
+// leadAndPause leads a tenure that began with rec and, if OnElected ended it
+// early, waits before campaigning again (see Acquire).
+func (cd *candidate) leadAndPause(ctx context.Context, rec *entry.RaceEntry) (*entry.RaceEntry, error) {
+	next, early, err := cd.lead(ctx, rec)
+	if err != nil || !early {
+		cd.tenures.reset()
+		return next, err
+	}
+	pause := cd.tenures.next()
+	cd.log.Info("OnElected returned while the term was held; pausing before campaigning again", "pause", pause)
+	if !cd.Clock.SleepFor(ctx, pause) {
+		return nil, ctx.Err()
+	}
+	return cd.read(ctx)
+}
+
 // free reports whether rec may be taken over now: there is none, it was
 // released, or its term is over even on a clock MaxClockSkew behind the
-// holder's.
+// holder's; and no record that disappeared may still be held.
 func (cd *candidate) free(rec *entry.RaceEntry) bool {
-	return rec.ElectionNumber == entry.NoElections || rec.Released ||
-		cd.Clock.Now().After(rec.TermExpiry.Add(cd.MaxClockSkew))
+	now := cd.Clock.Now()
+	return now.After(cd.heldUntil) && (rec.ElectionNumber == entry.NoElections || rec.Released ||
+		now.After(rec.TermExpiry.Add(cd.MaxClockSkew)))
+}
+
+// takeoverAt is when rec may be taken over, if nothing changes.
+func (cd *candidate) takeoverAt(rec *entry.RaceEntry) time.Time {
+	at := cd.heldUntil
+	if rec.ElectionNumber != entry.NoElections && !rec.Released {
+		at = maxTime(at, rec.TermExpiry.Add(cd.MaxClockSkew))
+	}
+	return at
 }
 
 // waitForFree waits until rec's term can be taken over (plus jitter), or a
@@ -173,18 +234,21 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 	// Just past the takeover time, as free() requires the clock to be after
 	// it: waking exactly on it would find the record not yet free and wait
 	// again for a moment already here.
-	until := rec.TermExpiry.Add(cd.MaxClockSkew + time.Nanosecond + cd.rng.jitter(cd.herdJitter()))
-	if cd.notifier == nil {
+	takeover := cd.takeoverAt(rec).Add(time.Nanosecond + cd.rng.jitter(cd.herdJitter()))
+	until := takeover
+	if cd.waiter.n == nil {
 		// Jittered so that candidates started together do not poll, and
-		// then write, in step.
+		// then write, in step. (With push, the wait ends at the takeover
+		// time at the latest: a channel that went silent delays a
+		// hand-over to the term's end, and nothing more.)
 		poll := cd.PollInterval - cd.rng.jitter(cd.PollInterval/4)
 		until = minTime(until, cd.Clock.Now().Add(poll))
 	}
-	pushed, quiet, err := waitForChangeUntil(ctx, cd.Clock, cd.notifier, rec.Token, until)
+	pushed, quiet, err := cd.waiter.wait(ctx, rec.Token, until)
 	switch {
 	case err != nil:
 		return nil, err
-	case quiet:
+	case quiet && until.Equal(takeover):
 		// Nothing changed up to the takeover time: rec is current.
 		return rec, nil
 	case pushed != nil && !cd.free(pushed):
@@ -193,8 +257,7 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 	case pushed != nil:
 		// A push wakes every waiter at once: spread them out, listening
 		// for the first one's write, which makes the others stand down.
-		again, quiet, err := waitForChangeUntil(ctx, cd.Clock, cd.notifier, pushed.Token,
-			cd.Clock.Now().Add(cd.rng.jitter(cd.herdJitter())))
+		again, quiet, err := cd.waiter.wait(ctx, pushed.Token, cd.Clock.Now().Add(cd.rng.jitter(cd.herdJitter())))
 		switch {
 		case err != nil:
 			return nil, err
@@ -219,50 +282,14 @@ func (cd *candidate) read(ctx context.Context) (*entry.RaceEntry, error) {
 	})
 }
 
-// errNoRecord reports a Decider that broke its contract by returning neither
-// a record nor an error.
-var errNoRecord = errors.New("leaderelection: the Decider's ReadCurrent returned no record and no error")
-
-// readRetrying reads until it succeeds, ctx ends, or deadline (if not zero)
-// passes. Each failure goes to onErr; a non-nil result from onErr stops the
-// retries and is returned.
+// observe takes note of rec, the record the store holds: it reports a new
+// tenure to LeaderChanged, forgets pending writes that can no longer apply,
+// and remembers what deletion must not undo.
 //
-// Successful reads' round trips go to rtt, if not nil.
-func readRetrying(ctx context.Context, clock clocks.Clock, r *rng, rtt *rttTracker, d RaceDecider, timeout time.Duration, deadline time.Time, onErr func(error) error) (*entry.RaceEntry, error) {
-	if !deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = clock.ContextWithDeadline(ctx, deadline)
-		defer cancel()
-	}
-	b := newBackoff(r, timeout/64, timeout)
-	for {
-		rctx, cancel := clock.ContextWithTimeout(ctx, timeout)
-		t0 := clock.Now()
-		rec, err := d.ReadCurrent(rctx)
-		cancel()
-		if err == nil && rtt != nil {
-			rtt.add(clock.Now().Sub(t0))
-		}
-		if err == nil && rec == nil {
-			err = errNoRecord
-		}
-		if err == nil {
-			return rec, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if stop := onErr(err); stop != nil {
-			return nil, stop
-		}
-		if !clock.SleepFor(ctx, b.next()) {
-			return nil, ctx.Err()
-		}
-	}
-}
-
-// observe reports a new tenure to LeaderChanged and forgets pending writes
-// that can no longer apply.
+// A record that disappears after this candidate saw one may have been held,
+// and extended after it was last read, until a whole TermLength after the
+// disappearance is noticed: until then (plus MaxClockSkew) nothing counts as
+// free, whatever records come and go meanwhile.
 func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
 	kept := cd.pending[:0]
 	for _, p := range cd.pending {
@@ -271,7 +298,18 @@ func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
 		}
 	}
 	cd.pending = kept
-	if rec.ElectionNumber == entry.NoElections || rec.Released || rec.Term == cd.lastTerm {
+	if rec.ElectionNumber == entry.NoElections {
+		if cd.sawRecord {
+			cd.sawRecord = false
+			cd.heldUntil = maxTime(cd.heldUntil, cd.Clock.Now().Add(cd.TermLength+cd.MaxClockSkew))
+			cd.log.Warn("the election record disappeared; waiting a whole term before taking over", "until", cd.heldUntil)
+		}
+		return
+	}
+	cd.sawRecord = true
+	cd.maxSeen = max(cd.maxSeen, rec.ElectionNumber)
+	// Only a newer tenure is news: a stale read can show an older one.
+	if rec.Released || rec.Term <= cd.lastTerm {
 		return
 	}
 	cd.lastTerm = rec.Term
@@ -280,65 +318,19 @@ func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
 	}
 }
 
-// ours reports whether rec was written by a write of ours whose outcome was
-// unknown.
-func (cd *candidate) ours(rec *entry.RaceEntry) bool {
-	for _, p := range cd.pending {
-		if p.writeID == rec.WriteID {
-			return true
-		}
+// newTenureNumber is the ElectionNumber, and so the Term, of a tenure written
+// at t0 over rec: one above both rec and everything this candidate has seen.
+// A record created where none exists is numbered from t0 in Unix
+// milliseconds, so that it stays above the Term of a holder whose record was
+// deleted before this candidate saw it, as long as that record saw fewer
+// writes since its own creation than milliseconds have passed (less
+// MaxClockSkew).
+func (cd *candidate) newTenureNumber(rec *entry.RaceEntry, t0 time.Time) int64 {
+	n := max(rec.ElectionNumber, cd.maxSeen) + 1
+	if rec.ElectionNumber == entry.NoElections {
+		n = max(n, t0.UnixMilli())
 	}
-	return false
-}
-
-// write writes next (conditioned on next.Token, under a fresh WriteID) before
-// deadline and returns the record the store holds afterwards. mine reports that the store holds a
-// record written by this candidate: next, or an earlier write whose outcome
-// was unknown and that was applied after all. A write that failed in any way
-// is resolved by reading back write ids, as a transport error can hide a
-// success and a request the client retried can report a lost race for a write
-// that was applied. err is set only when ctx ended or the deadline passed with
-// the outcome still unknown.
-func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline time.Time) (stored *entry.RaceEntry, mine bool, err error) {
-	// A write sent now could only leave an outcome to resolve: its caller
-	// has stopped, or the term it serves is already over (a process that
-	// was paused wakes up here).
-	if ctx.Err() != nil {
-		return nil, false, ctx.Err()
-	}
-	t0 := cd.Clock.Now()
-	if !t0.Before(deadline) {
-		return nil, false, context.DeadlineExceeded
-	}
-	// Each attempt gets its own id, drawn only for a write that is sent.
-	next.WriteID = cd.rng.writeID()
-	wctx, cancel := cd.Clock.ContextWithDeadline(ctx, deadline)
-	tok, werr := cd.Decider.WriteEntry(wctx, next)
-	cancel()
-	if werr == nil || isRaceLost(werr) {
-		cd.rtt.add(cd.Clock.Now().Sub(t0))
-	}
-	if werr == nil {
-		next.Token = tok
-		cd.pending = nil
-		return next, true, nil
-	}
-	if !isRaceLost(werr) {
-		cd.log.Warn("write outcome unknown; reading it back", "election", next.ElectionNumber, "err", werr)
-	}
-	cd.pending = append(cd.pending, pendingWrite{writeID: next.WriteID, on: next.Token})
-	rec, rerr := readRetrying(ctx, cd.Clock, cd.rng, &cd.rtt, cd.Decider, cd.opTimeout(), deadline, func(err error) error {
-		cd.log.Warn("reading back a write failed; retrying", "err", err)
-		return nil
-	})
-	if rerr != nil {
-		return nil, false, rerr
-	}
-	if cd.ours(rec) {
-		cd.pending = nil
-		return rec, true, nil
-	}
-	return rec, false, nil
+	return n
 }
 
 // tryAcquire writes a new tenure over rec. It returns won and the record as
@@ -346,9 +338,10 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 func (cd *candidate) tryAcquire(ctx context.Context, rec *entry.RaceEntry) (won bool, stored *entry.RaceEntry, err error) {
 	// The expiry counts from before the write is sent: conservative.
 	t0 := cd.Clock.Now()
+	n := cd.newTenureNumber(rec, t0)
 	next := &entry.RaceEntry{
-		ElectionNumber:   rec.ElectionNumber + 1,
-		Term:             rec.ElectionNumber + 1,
+		ElectionNumber:   n,
+		Term:             n,
 		LeaderID:         cd.LeaderID,
 		HostPort:         cd.HostPort,
 		ConnectionParams: cd.ConnectionParams,
@@ -364,11 +357,4 @@ func (cd *candidate) tryAcquire(ctx context.Context, rec *entry.RaceEntry) (won 
 		return false, stored, err
 	}
 	return won, stored, err
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }

@@ -17,13 +17,16 @@ func ExampleConfig_Acquire() {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 
+	var token int64 // the fencing token of this candidate's tenure
 	err := leaderelection.Config{
 		Decider:      decider,
 		LeaderID:     "worker-1",
 		TermLength:   2 * time.Second,
 		MaxClockSkew: 200 * time.Millisecond,
 		OnElected: func(ctx context.Context, tv *leaderelection.TimeView) {
-			fmt.Println("elected with fencing token", tv.Term())
+			// Pass tv.Term() to downstream systems with every write.
+			token = tv.Term()
+			fmt.Println("elected")
 			if tv.ValueInFuture() {
 				fmt.Println("still leader: doing one unit of work")
 			}
@@ -35,13 +38,13 @@ func ExampleConfig_Acquire() {
 	fmt.Println("Acquire returned:", err)
 
 	rec, _ := decider.ReadCurrent(context.Background())
-	fmt.Println("record released:", rec.Released)
+	fmt.Println("record released:", rec.Released, "- its fencing token:", rec.Term == token)
 	// Output:
-	// elected with fencing token 0
+	// elected
 	// still leader: doing one unit of work
 	// stepped down
 	// Acquire returned: context canceled
-	// record released: true
+	// record released: true - its fencing token: true
 }
 
 // Watch follows an election without campaigning: each new leader, extension,
@@ -56,7 +59,7 @@ func ExampleWatchConfig_Watch() {
 	go func() {
 		watchDone <- leaderelection.WatchConfig{Decider: decider, MaxClockSkew: 200 * time.Millisecond}.
 			Watch(ctx, func(_ context.Context, c leaderelection.Change) {
-				fmt.Printf("%v: %s (term %d) at %v\n", c.Kind, c.Entry.LeaderID, c.Entry.Term, c.Entry.HostPort)
+				fmt.Printf("%v: %s at %v\n", c.Kind, c.Entry.LeaderID, c.Entry.HostPort)
 				switch c.Kind {
 				case leaderelection.LeaderElected:
 					close(elected)
@@ -83,7 +86,7 @@ func ExampleWatchConfig_Watch() {
 	stopWatching()
 	fmt.Println("Watch returned:", <-watchDone)
 	// Output:
-	// elected: worker-1 (term 0) at [10.0.0.7:8080]
-	// released: worker-1 (term 0) at [10.0.0.7:8080]
+	// elected: worker-1 at [10.0.0.7:8080]
+	// released: worker-1 at [10.0.0.7:8080]
 	// Watch returned: context canceled
 }

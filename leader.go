@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	clocks "github.com/vimeo/go-clocks"
@@ -9,18 +10,20 @@ import (
 	"github.com/racedecider/leaderelection/entry"
 )
 
-// lead runs one tenure that began with rec (a record of ours the store holds)
-// and returns the record to campaign on once it ends, or ctx's error once ctx
-// has ended (after releasing).
-func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (*entry.RaceEntry, error) {
+// lead runs one tenure that began with rec (a record of ours the store holds,
+// written by the write sent at cd.sentAt) and returns the record to campaign
+// on once it ends, or ctx's error once ctx has ended (after releasing), or a
+// refusal. early reports that OnElected returned while the term was held.
+func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entry.RaceEntry, early bool, err error) {
 	cd.observe(ctx, rec)
 	// The store holds rec: every other write of ours was conditioned on an
 	// older record and can no longer apply.
 	cd.pending = nil
-	tv := newTimeView(cd.Clock, rec.TermExpiry, rec.Term)
+	tv := newTimeView(cd.Clock, rec.TermExpiry, cd.sentAt.Add(cd.TermLength), rec.Term)
 	if !tv.ValueInFuture() {
 		// Won a term that was over before we learnt of it.
-		return cd.read(ctx)
+		next, err = cd.read(ctx)
+		return next, false, err
 	}
 	cd.log.Info("elected", "term", rec.Term, "expiry", rec.TermExpiry)
 
@@ -28,24 +31,43 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (*entry.Rac
 	defer cancelElected()
 	// The watchdog ends the elected context when the TimeView expires,
 	// whatever the extension loop is doing: even a store call that ignores
-	// its deadline cannot keep a leader acting past its term.
-	var watchdog clocks.StopTimer
-	arm := func() {
-		watchdog = cd.Clock.AfterFunc(cd.Clock.Until(tv.Get()), func() {
-			if !tv.ValueInFuture() {
-				cancelElected()
+	// its deadline cannot keep a leader acting past its term. It fires when
+	// the first of the two clocks says so; if the other still disagrees by
+	// then (the wall clock stepped back), it waits again for the rest.
+	var (
+		mu       sync.Mutex
+		watchdog clocks.StopTimer
+	)
+	var arm func()
+	arm = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if watchdog != nil {
+			watchdog.Stop()
+		}
+		watchdog = cd.Clock.AfterFunc(max(tv.Remaining(), 0), func() {
+			if tv.ValueInFuture() {
+				arm()
+				return
 			}
+			cancelElected()
 		})
 	}
 	arm()
-	defer func() { watchdog.Stop() }()
+	defer func() {
+		mu.Lock()
+		watchdog.Stop()
+		mu.Unlock()
+	}()
 
 	electedDone := make(chan struct{})
+	returned := false // OnElected returned while electedCtx was live
 	go func() {
 		defer close(electedDone)
-		// OnElected returning early ends the tenure like a shutdown.
-		defer cancelElected()
 		cd.OnElected(electedCtx, tv)
+		returned = electedCtx.Err() == nil
+		// OnElected returning early ends the tenure like a shutdown.
+		cancelElected()
 	}()
 
 	cur := rec
@@ -54,63 +76,77 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (*entry.Rac
 		if !cd.Clock.SleepUntil(electedCtx, cd.extendAt(tv.Get())) {
 			break
 		}
-		stored, ok := cd.extend(electedCtx, cur, tv)
+		stored, ok, xerr := cd.extend(electedCtx, cur, tv)
 		if !ok {
-			after = stored
+			after, err = stored, xerr
 			break
 		}
 		cur = stored
-		tv.set(maxTime(tv.Get(), cur.TermExpiry), cur.Term)
-		watchdog.Stop()
+		// The stored expiry, not the later of old and new: a wall clock
+		// stepped back since the last write must not stretch the term.
+		tv.set(cur.TermExpiry, cd.sentAt.Add(cd.TermLength), cur.Term)
 		arm()
 		cd.log.Debug("extended", "term", cur.Term, "expiry", cur.TermExpiry)
 	}
 
-	stillHeld := tv.ValueInFuture()
 	if after != nil {
 		// Another writer holds the record: stop believing at once.
-		tv.set(cd.Clock.Now(), cur.Term)
+		tv.end()
 	}
 	cancelElected()
 	<-electedDone
-	// Only now that OnElected has returned is the term over for us; a
-	// release written after this point cannot overlap our last action.
-	tv.set(minTime(tv.Get(), cd.Clock.Now()), cur.Term)
+	// Only now that OnElected has returned (with whatever acts on its
+	// behalf: a Guard waits for the calls it admitted) is the term over for
+	// us. A release written after this point cannot overlap our last
+	// action, but only if the term has not run out meanwhile: then a
+	// successor may already lead, and the term is left to expire.
+	stillHeld := tv.ValueInFuture()
+	tv.end()
 
 	shutdown := ctx.Err() != nil
 	switch {
+	case err != nil:
+		cd.log.Error("the store refused an extension: stepping down", "term", cur.Term, "err", err)
 	case after != nil:
 		cd.log.Info("lost leadership: another candidate holds the record", "term", cur.Term, "holder", after.LeaderID)
 	case !stillHeld:
-		cd.log.Warn("leadership expired: could not extend the term in time", "term", cur.Term)
+		cd.log.Warn("leadership expired: the term ran out before it was extended or released", "term", cur.Term)
 	default:
 		// Shutdown, or OnElected returned while the term was held.
+		early = returned && !shutdown
 		after = cd.release(ctx, cur)
 	}
 	if cd.OnOusting != nil {
 		cd.OnOusting(ctx)
 	}
-	if shutdown {
-		return nil, ctx.Err()
+	switch {
+	case err != nil:
+		return nil, false, err
+	case shutdown:
+		return nil, false, ctx.Err()
+	case after != nil:
+		return after, early, nil
 	}
-	if after != nil {
-		return after, nil
-	}
-	return cd.read(ctx)
+	next, err = cd.read(ctx)
+	return next, early, err
 }
 
 // extendAt is when to extend a term ending at expiry: half a term before it,
 // so that the leader writes twice per term and a failed extension has half a
-// term (more than MaxClockSkew, as Validate ensures) to be retried.
+// term (more than MaxClockSkew, as Validate ensures) to be retried; earlier
+// when recent writes were slow, so that an extension and a retry as slow as
+// the slowest of them, with the first backoff between them (at most
+// TermLength/64), still land before the expiry.
 func (cd *candidate) extendAt(expiry time.Time) time.Time {
-	return expiry.Add(-cd.TermLength / 2)
+	return expiry.Add(-max(cd.TermLength/2, 2*cd.writes.slowest()+cd.TermLength/32))
 }
 
-// extend extends the tenure held as cur, retrying failures until tv expires
-// (the watchdog cancels ctx then). It returns the stored record and whether it
-// is ours: false with a record means another writer holds it; false with nil
-// means the term ran out or ctx ended.
-func (cd *candidate) extend(ctx context.Context, cur *entry.RaceEntry, tv *TimeView) (*entry.RaceEntry, bool) {
+// extend extends the tenure held as cur, retrying failures with backoff until
+// tv expires (the watchdog cancels ctx then). It returns the stored record and
+// whether it is ours: false with a record means another writer holds it; false
+// with nil means the term ran out or ctx ended, or, with err, that the store
+// refused.
+func (cd *candidate) extend(ctx context.Context, cur *entry.RaceEntry, tv *TimeView) (*entry.RaceEntry, bool, error) {
 	b := newBackoff(cd.rng, cd.TermLength/64, cd.TermLength/8)
 	for {
 		t0 := cd.Clock.Now()
@@ -120,16 +156,20 @@ func (cd *candidate) extend(ctx context.Context, cur *entry.RaceEntry, tv *TimeV
 		// says later.
 		stored, mine, err := cd.write(ctx, next, tv.Get())
 		switch {
+		case isRefused(err):
+			return nil, false, err
+		case isThrottled(err):
+			// Not applied: back off and try again.
 		case err != nil:
-			return nil, false
+			return nil, false, nil
 		case mine:
-			return stored, true
+			return stored, true, nil
 		case !stored.Token.SameVersion(cur.Token):
-			return stored, false
+			return stored, false, nil
 		}
 		// Not applied, and the record is still ours to extend.
 		if !cd.Clock.SleepFor(ctx, b.next()) {
-			return nil, false
+			return nil, false, nil
 		}
 	}
 }
@@ -151,9 +191,13 @@ func (cd *candidate) release(ctx context.Context, cur *entry.RaceEntry) *entry.R
 		next.Released = true
 		stored, mine, err := cd.write(rctx, next, deadline)
 		switch {
+		case isThrottled(err):
+			// Not applied: back off and try again.
 		case err != nil:
 			cd.log.Warn("could not release; the term will expire instead", "term", cur.Term, "err", err)
 			return nil
+		case !mine && stored.Token.SameVersion(cur.Token):
+			// Not applied, and the record is still ours to release.
 		case mine && stored.Released:
 			cd.log.Info("released", "term", cur.Term)
 			return stored
@@ -162,7 +206,7 @@ func (cd *candidate) release(ctx context.Context, cur *entry.RaceEntry) *entry.R
 			// release that record instead.
 			cur = stored
 			continue
-		case !stored.Token.SameVersion(cur.Token):
+		default:
 			return stored
 		}
 		if !cd.Clock.SleepFor(rctx, b.next()) {

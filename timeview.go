@@ -15,6 +15,12 @@ import (
 // before every action that needs leadership: the elected context is cancelled
 // by a goroutine and may be observed late under CPU contention, but the
 // TimeView is never late.
+//
+// The term is held only while two clocks agree: the wall clock, against the
+// stored expiry that successors judge the record by, and the monotonic clock,
+// against the time the winning write was sent plus TermLength. A host that is
+// suspended, or whose wall clock is stepped, sees one of them jump and not
+// the other; ValueInFuture turns false when either says the term is over.
 type TimeView struct {
 	clock clocks.Clock
 	// One pointer holds the expiry and the term so that a reader sees both
@@ -23,22 +29,34 @@ type TimeView struct {
 }
 
 type termState struct {
-	expiry time.Time
-	term   int64
+	expiry time.Time // wall clock only, as stored
+	// monoEnd is the same end on the monotonic clock: the write's send time
+	// (as the clock read it, with its monotonic reading if it has one) plus
+	// TermLength. Fake clocks have no monotonic reading; then it is the
+	// wall-clock expiry again.
+	monoEnd time.Time
+	term    int64
 }
 
-func newTimeView(clock clocks.Clock, expiry time.Time, term int64) *TimeView {
+func newTimeView(clock clocks.Clock, expiry, monoEnd time.Time, term int64) *TimeView {
 	tv := &TimeView{clock: clock}
-	tv.set(expiry, term)
+	tv.set(expiry, monoEnd, term)
 	return tv
 }
 
-func (t *TimeView) set(expiry time.Time, term int64) {
-	t.v.Store(&termState{expiry: expiry, term: term})
+func (t *TimeView) set(expiry, monoEnd time.Time, term int64) {
+	t.v.Store(&termState{expiry: expiry.Round(0), monoEnd: monoEnd, term: term})
 }
 
-// Get returns the instant, on this process's clock, at which the current term
-// ends unless it is extended.
+// end sets the view into the past: the term is over for this process.
+func (t *TimeView) end() {
+	now := t.clock.Now()
+	s := t.v.Load()
+	t.set(minTime(s.expiry, now), minTime(s.monoEnd, now), s.term)
+}
+
+// Get returns the instant, on this process's wall clock, at which the current
+// term ends unless it is extended: the expiry stored in the record.
 func (t *TimeView) Get() time.Time { return t.v.Load().expiry }
 
 // Term returns the fencing token of the tenure this TimeView belongs to: the
@@ -47,7 +65,17 @@ func (t *TimeView) Get() time.Time { return t.v.Load().expiry }
 func (t *TimeView) Term() int64 { return t.v.Load().term }
 
 // ValueInFuture reports whether the term has not yet ended on this process's
-// clock: whether it may still act as leader this instant.
-func (t *TimeView) ValueInFuture() bool {
-	return t.clock.Now().Before(t.Get())
+// clocks: whether it may still act as leader this instant.
+func (t *TimeView) ValueInFuture() bool { return t.Remaining() > 0 }
+
+// Remaining returns how long the term has left on this process's clocks: the
+// shorter of what its wall clock and its monotonic clock say. It is zero or
+// negative once the term is over.
+func (t *TimeView) Remaining() time.Duration {
+	s := t.v.Load()
+	now := t.clock.Now()
+	// Round(0) strips the monotonic reading, so that the first comparison
+	// is on the wall clock; Sub of two readings that both carry one uses
+	// the monotonic clock.
+	return min(s.expiry.Sub(now.Round(0)), s.monoEnd.Sub(now))
 }

@@ -2,12 +2,6 @@ package leaderelection
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
-	mrand "math/rand/v2"
-	"slices"
-	"sync"
 	"time"
 
 	clocks "github.com/vimeo/go-clocks"
@@ -15,124 +9,67 @@ import (
 	"github.com/racedecider/leaderelection/entry"
 )
 
-// waitForChangeUntil waits until until, or until the record identified by tok
-// is replaced when n can push changes. It returns the pushed record if one
-// came, or quiet = true if n vouches that nothing changed before until. With
-// neither (no notifier, or a notifier that failed) the caller must read. Only
-// ctx ending is an error.
-func waitForChangeUntil(ctx context.Context, clock clocks.Clock, n ChangeNotifier, tok entry.LeaderToken, until time.Time) (pushed *entry.RaceEntry, quiet bool, err error) {
-	if n == nil {
-		if !clock.SleepUntil(ctx, until) {
+// pushedPollFactor stretches the poll interval of a watcher whose Decider
+// pushes changes and that follows no live term: it still reads at that longer
+// interval, so that a channel that stays silent without failing (a dropped
+// subscription the store never reports) delays the news of the next leader
+// by at most that much.
+const pushedPollFactor = 8
+
+// waiter waits for the record to change: by push when the Decider can push
+// changes and its channel works, else by sleeping until the caller's next
+// poll. Push is an optimisation: while it fails, the waiter polls at poll,
+// telling onPushErr each time, and tries the channel again at each wait.
+type waiter struct {
+	clock clocks.Clock
+	n     ChangeNotifier // nil: the Decider cannot push
+	poll  time.Duration
+	// onPushErr is told of each failed wait on the push channel.
+	onPushErr func(error)
+}
+
+// wait waits until until, or until the record identified by tok is replaced
+// when the Decider pushes. It returns the pushed record if one came, or
+// quiet = true if the push channel vouches that nothing changed before
+// until. With neither (no push, or a push channel that failed) the caller
+// must read. Only ctx ending is an error.
+func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Time) (pushed *entry.RaceEntry, quiet bool, err error) {
+	if w.n == nil {
+		if !w.clock.SleepUntil(ctx, until) {
 			return nil, false, ctx.Err()
 		}
 		return nil, false, nil
 	}
-	wctx, cancel := clock.ContextWithDeadline(ctx, until)
+	wctx, cancel := w.clock.ContextWithDeadline(ctx, until)
 	defer cancel()
-	rec, err := n.WaitForChange(wctx, tok)
+	began := w.clock.Now()
+	rec, err := w.n.WaitForChange(wctx, tok)
 	switch {
 	case ctx.Err() != nil:
 		return nil, false, ctx.Err()
-	case err == nil:
+	case err == nil && rec != nil:
 		return rec, false, nil
+	case err == nil:
+		err = errNoRecord
 	case wctx.Err() != nil:
 		return nil, true, nil
 	}
-	// The notifier failed before the deadline: wait out the rest so that a
-	// broken push channel cannot turn into a busy loop, then have the caller
-	// read.
-	if !clock.SleepUntil(ctx, until) {
+	// The channel failed before the deadline: fall back to a poll, no
+	// sooner than poll after the attempt began, so that a channel that
+	// fails at once cannot turn into a busy loop, and no later, so that a
+	// broken channel cannot blind the caller.
+	if w.onPushErr != nil {
+		w.onPushErr(err)
+	}
+	if !w.clock.SleepUntil(ctx, minTime(until, began.Add(w.poll))) {
 		return nil, false, ctx.Err()
 	}
 	return nil, false, nil
 }
 
-// backoff spaces out retries of a failing store: exponential with full
-// jitter, so that candidates that failed together do not retry together.
-type backoff struct {
-	min, max, cur time.Duration
-	rng           *rng
-}
-
-func newBackoff(r *rng, min, max time.Duration) backoff {
-	if max < min {
-		max = min
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
 	}
-	return backoff{min: min, max: max, rng: r}
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur/2 + b.rng.jitter(b.cur/2)
-}
-
-// rng makes the engine's random choices. A nil *rng uses the process-wide
-// sources; the simulation gives each candidate a seeded one (internal/hooks)
-// so that a run can be replayed.
-type rng struct {
-	mu sync.Mutex
-	r  *mrand.Rand
-}
-
-func newRNG(r *mrand.Rand) *rng {
-	if r == nil {
-		return nil
-	}
-	return &rng{r: r}
-}
-
-// jitter returns a random duration in [0, d).
-func (g *rng) jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	if g == nil {
-		return mrand.N(d)
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return time.Duration(g.r.Int64N(int64(d)))
-}
-
-// writeID returns a random id that tells one write attempt from another.
-func (g *rng) writeID() string {
-	var b [12]byte
-	if g == nil {
-		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	} else {
-		g.mu.Lock()
-		for i := range b {
-			b[i] = byte(g.r.Uint32())
-		}
-		g.mu.Unlock()
-	}
-	return hex.EncodeToString(b[:])
-}
-
-// isRaceLost reports whether err is a lost race rather than an outcome that
-// might have been a success.
-func isRaceLost(err error) bool { return errors.Is(err, entry.ErrRaceLost) }
-
-// rttTracker estimates the store's round trip as the shortest of the last
-// few, so that one slow call (a retry, a connection set-up) does not widen
-// the herd window.
-type rttTracker struct {
-	samples [8]time.Duration
-	n       int
-}
-
-func (t *rttTracker) add(d time.Duration) {
-	t.samples[t.n%len(t.samples)] = max(d, 0)
-	t.n++
-}
-
-func (t *rttTracker) estimate() time.Duration {
-	if t.n == 0 {
-		return 0
-	}
-	return slices.Min(t.samples[:min(t.n, len(t.samples))])
+	return a
 }

@@ -34,8 +34,10 @@ type WatchConfig struct {
 	// Clock is the time source; nil means the real clock.
 	Clock clocks.Clock
 
-	// OnError, if set, is told of each failed read. Reads are retried with
-	// backoff; errors never end the watch.
+	// OnError, if set, is told of each failed read and each failure of the
+	// Decider's push channel. Reads are retried with backoff, and a failed
+	// push channel is replaced by polling at PollInterval until it works
+	// again; only a refusal (ErrRefused) ends the watch.
 	OnError func(ctx context.Context, err error)
 
 	// Logger receives reports of read errors. Nil discards them.
@@ -57,6 +59,11 @@ const (
 	// extension seen. The leader has stopped acting; a successor may take
 	// over once MaxClockSkew more has passed.
 	TermExpired
+	// RecordDeleted: the record disappeared (an operator or a lifecycle
+	// rule deleted it). Entry is the last record seen before. Candidates
+	// that saw it treat its term as held for a whole TermLength after they
+	// notice; the next tenure's Term is higher than any before.
+	RecordDeleted
 )
 
 func (k ChangeKind) String() string {
@@ -69,6 +76,8 @@ func (k ChangeKind) String() string {
 		return "released"
 	case TermExpired:
 		return "expired"
+	case RecordDeleted:
+		return "deleted"
 	}
 	return fmt.Sprintf("ChangeKind(%d)", int(k))
 }
@@ -77,7 +86,7 @@ func (k ChangeKind) String() string {
 type Change struct {
 	Kind ChangeKind
 	// Entry is the record the change concerns. For TermExpired it is the
-	// record whose term ran out.
+	// record whose term ran out; for RecordDeleted, the last one seen.
 	Entry entry.RaceEntry
 }
 
@@ -99,16 +108,20 @@ func (w *WatchConfig) Validate() error {
 	return fmt.Errorf("leaderelection: invalid WatchConfig: %w", errors.Join(errs...))
 }
 
-// Watch reports each new leader, extension, release and expiry to cb, once
-// each and in order, until ctx ends; then it returns ctx's error. It may start
-// before any election: the first leader is reported when elected. The first
-// report describes the record found at start (a leader, a release or an
-// expired term). cb runs on Watch's goroutine: a slow cb delays the next read.
+// Watch reports each new leader, extension, release, expiry and deletion to
+// cb, once each and in order, until ctx ends; then it returns ctx's error. It
+// may start before any election: the first leader is reported when elected.
+// The first report describes the record found at start (a leader, a release or
+// an expired term). cb runs on Watch's goroutine: a slow cb delays the next
+// read.
 //
-// With a Decider that pushes changes, Watch reads only at start and on a push.
-// Otherwise it reads every PollInterval, and also right at TermExpiry, to tell
-// an expiry from an extension it has not seen yet. Failed reads are retried
-// with backoff and reported to OnError and Logger; they never end the watch.
+// With a Decider that pushes changes, Watch reads at start, on a push, and,
+// while no term is live, every 8 x PollInterval in case the channel went
+// silent; while the channel fails, it polls at PollInterval. Otherwise it reads every PollInterval, and
+// also right at TermExpiry, to tell an expiry from an extension it has not
+// seen yet. Failed reads are retried with backoff and reported to OnError and
+// Logger; they do not end the watch. A store that refuses for good
+// (ErrRefused: permission denied, a missing bucket) ends it with that error.
 func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c Change)) error {
 	if err := w.Validate(); err != nil {
 		return err
@@ -120,88 +133,105 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 		w.Logger = slog.New(slog.DiscardHandler)
 	}
 	w.PollInterval = orDefault(w.PollInterval, DefaultWatchPollInterval)
-	notifier, _ := w.Decider.(ChangeNotifier)
+	n, _ := w.Decider.(ChangeNotifier)
+	wt := &waiter{clock: w.Clock, n: n, poll: w.PollInterval, onPushErr: func(err error) {
+		w.report(ctx, fmt.Errorf("leaderelection: watch: waiting for a pushed change failed; polling: %w", err))
+	}}
 
 	var (
-		last    *entry.RaceEntry // last record reported
-		expired bool             // last's expiry has been reported
+		last    *entry.RaceEntry  // last record reported
+		expired bool              // last's expiry has been reported
+		suspect entry.LeaderToken // a record older than last, read once
 	)
 	rec, err := w.read(ctx)
 	for err == nil {
+		if last != nil && rec.ElectionNumber != entry.NoElections && rec.ElectionNumber < last.ElectionNumber &&
+			!rec.Token.SameVersion(suspect) {
+			// An older record than one already reported: a stale read
+			// (some stores and file systems serve one after a newer
+			// write), or the record was deleted and written again with
+			// lower numbers. Read again before believing it.
+			suspect = rec.Token
+			rec, err = w.read(ctx)
+			continue
+		}
 		if kind, ok := classify(last, rec); ok {
+			c := Change{Kind: kind, Entry: *rec.Clone()}
+			if kind == RecordDeleted {
+				c.Entry = *last.Clone()
+			}
 			last, expired = rec, false
-			cb(ctx, Change{Kind: kind, Entry: *rec.Clone()})
+			cb(ctx, c)
 		}
 		// live: a term whose expiry has yet to be reported.
-		live := last != nil && !last.Released && !expired
+		live := last != nil && last.ElectionNumber != entry.NoElections && !last.Released && !expired
 		if live && !w.Clock.Now().Before(last.TermExpiry) && last.ElectionNumber == rec.ElectionNumber {
 			expired = true
 			cb(ctx, Change{Kind: TermExpired, Entry: *last.Clone()})
 			continue
 		}
-		rec, err = w.next(ctx, notifier, rec, live)
+		rec, err = w.next(ctx, wt, rec, live)
 	}
 	return err
 }
 
 // next waits for the next moment worth a look and returns the record then.
-func (w *WatchConfig) next(ctx context.Context, n ChangeNotifier, rec *entry.RaceEntry, live bool) (*entry.RaceEntry, error) {
+func (w *WatchConfig) next(ctx context.Context, wt *waiter, rec *entry.RaceEntry, live bool) (*entry.RaceEntry, error) {
 	now := w.Clock.Now()
-	var until time.Time
-	switch {
-	case n != nil && live:
-		until = rec.TermExpiry
-	case n != nil:
-		until = now.Add(365 * 24 * time.Hour) // only a push matters
-	default:
-		until = now.Add(w.PollInterval)
-		if live {
-			until = minTime(until, rec.TermExpiry)
-		} else if takeover := rec.TermExpiry.Add(w.MaxClockSkew); now.Before(takeover) && !rec.Released {
-			until = minTime(until, takeover)
-		}
+	poll := w.PollInterval
+	if wt.n != nil {
+		poll *= pushedPollFactor
 	}
-	pushed, quiet, err := waitForChangeUntil(ctx, w.Clock, n, rec.Token, until)
+	until := now.Add(poll)
+	exists := rec.ElectionNumber != entry.NoElections
+	if live {
+		until = minTime(until, rec.TermExpiry)
+	} else if takeover := rec.TermExpiry.Add(w.MaxClockSkew); exists && !rec.Released && now.Before(takeover) && wt.n == nil {
+		until = minTime(until, takeover)
+	}
+	pushed, quiet, err := wt.wait(ctx, rec.Token, until)
 	switch {
 	case err != nil:
 		return nil, err
 	case pushed != nil:
 		return pushed, nil
-	case quiet:
+	case quiet && live && until.Equal(rec.TermExpiry):
 		// The term ran out with no push: nothing changed, no read needed.
 		return rec, nil
 	}
 	return w.read(ctx)
 }
 
+// watchReadTimeout bounds one read by a watcher: long enough for a slow
+// store, as a read that always times out would never converge.
+const watchReadTimeout = 10 * time.Second
+
 func (w *WatchConfig) read(ctx context.Context) (*entry.RaceEntry, error) {
-	return readRetrying(ctx, w.Clock, nil, nil, w.Decider, max(w.PollInterval, time.Second), time.Time{}, func(err error) error {
-		w.Logger.Warn("watch: reading the election record failed; retrying", "err", err)
-		if w.OnError != nil {
-			w.OnError(ctx, err)
-		}
+	return readRetrying(ctx, w.Clock, nil, nil, w.Decider, max(4*w.PollInterval, watchReadTimeout), time.Time{}, func(err error) error {
+		w.report(ctx, fmt.Errorf("leaderelection: watch: reading the election record failed; retrying: %w", err))
 		return nil
 	})
+}
+
+func (w *WatchConfig) report(ctx context.Context, err error) {
+	w.Logger.Warn(err.Error())
+	if w.OnError != nil {
+		w.OnError(ctx, err)
+	}
 }
 
 // classify says what rec is to a watcher that last reported last, and whether
 // it is news at all.
 func classify(last, rec *entry.RaceEntry) (ChangeKind, bool) {
+	lastExists := last != nil && last.ElectionNumber != entry.NoElections
 	switch {
 	case rec.ElectionNumber == entry.NoElections:
+		return RecordDeleted, lastExists
+	case lastExists && rec.ElectionNumber == last.ElectionNumber:
 		return 0, false
-	case last != nil && rec.ElectionNumber == last.ElectionNumber:
-		return 0, false
-	case last != nil && rec.ElectionNumber < last.ElectionNumber:
-		// The record was deleted and elections began again: whatever
-		// it holds is news.
-		if rec.Released {
-			return LeaderReleased, true
-		}
-		return LeaderElected, true
 	case rec.Released:
 		return LeaderReleased, true
-	case last == nil || last.Term != rec.Term:
+	case !lastExists || last.Term != rec.Term:
 		return LeaderElected, true
 	}
 	return TermExtended, true

@@ -79,14 +79,18 @@ func TestHerdJitter(t *testing.T) {
 	}
 }
 
-func TestRTTTrackerForgetsOldSamples(t *testing.T) {
-	var r rttTracker
+func TestLatenciesForgetOldSamples(t *testing.T) {
+	var r latencies
 	r.add(time.Millisecond)
-	for range 8 {
+	r.add(50 * time.Millisecond)
+	for range 7 {
 		r.add(10 * time.Millisecond)
 	}
-	if got := r.estimate(); got != 10*time.Millisecond {
-		t.Errorf("estimate %v after 8 newer samples of 10ms, want 10ms", got)
+	if got := r.fastest(); got != 10*time.Millisecond {
+		t.Errorf("fastest %v after 8 newer samples of 10ms or more, want 10ms", got)
+	}
+	if got := r.slowest(); got != 50*time.Millisecond {
+		t.Errorf("slowest %v, want the 50ms among the last 8", got)
 	}
 }
 

@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+
+	clocks "github.com/vimeo/go-clocks"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -62,32 +65,105 @@ type Guard struct {
 	// them.
 	Logger *slog.Logger
 
-	self   string                          // the Config's LeaderID
+	self   atomic.Pointer[string]          // the Config's LeaderID
 	tenure atomic.Pointer[tenure]          // set while OnElected runs
 	leader atomic.Pointer[entry.RaceEntry] // the leader last seen
 }
 
-// tenure is the leadership this process holds, as handed to OnElected.
+// tenure is the leadership this process holds, as handed to OnElected, and
+// the calls admitted under it.
 type tenure struct {
 	ctx context.Context // the elected context
 	tv  *leaderelection.TimeView
+
+	mu     sync.Mutex
+	calls  int           // admitted and still running
+	closed bool          // admits no more calls
+	idle   chan struct{} // closed once closed and no call runs
+}
+
+// enter admits one call, unless the tenure is closing.
+func (t *tenure) enter() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.calls++
+	return true
+}
+
+func (t *tenure) leave() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.calls--
+	if t.closed && t.calls == 0 {
+		close(t.idle)
+	}
+}
+
+// close stops admitting calls and returns a channel closed once the calls
+// already admitted have returned.
+func (t *tenure) close() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.closed = true
+		if t.calls == 0 {
+			close(t.idle)
+		}
+	}
+	return t.idle
 }
 
 // Attach returns cfg with the Guard wired in: OnElected (which, if nil, just
 // holds the leadership until it ends) is wrapped so that the Guard admits
 // calls while it runs, and LeaderChanged so that a rejection can name the
 // leader. Existing callbacks keep running as before.
+//
+// The wrapped OnElected returns only once every call admitted during the
+// tenure has returned, or the term has expired, whichever comes first: the
+// engine writes a release (which lets a successor take over at once) only
+// after OnElected returns and only while the term is still held, so that no
+// admitted call runs on when another leader is elected. A handler's context
+// ends with the leadership, which is the signal to return promptly.
 func (g *Guard) Attach(cfg leaderelection.Config) leaderelection.Config {
-	g.self = cfg.LeaderID
+	self := cfg.LeaderID
+	g.self.Store(&self)
+	clock := cfg.Clock
+	if clock == nil {
+		clock = clocks.DefaultClock()
+	}
 	onElected := cfg.OnElected
 	if onElected == nil {
 		onElected = func(ctx context.Context, _ *leaderelection.TimeView) { <-ctx.Done() }
 	}
 	cfg.OnElected = func(ctx context.Context, tv *leaderelection.TimeView) {
-		t := &tenure{ctx: ctx, tv: tv}
+		// Admitted calls end with this context: with the leadership, or
+		// as soon as the wrapped OnElected returns.
+		tctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		t := &tenure{ctx: tctx, tv: tv, idle: make(chan struct{})}
 		g.tenure.Store(t)
-		defer g.tenure.CompareAndSwap(t, nil)
 		onElected(ctx, tv)
+		g.tenure.CompareAndSwap(t, nil)
+		cancel()
+		// Drain: wait for the admitted calls, but not past the term. The
+		// term may still be extended meanwhile (OnElected returned while
+		// the leadership lasted), so its end is read again on each wake.
+		idle := t.close()
+		drained, stop := context.WithCancel(context.Background())
+		defer stop()
+		go func() {
+			select {
+			case <-idle:
+				stop()
+			case <-drained.Done():
+			}
+		}()
+		for drained.Err() == nil && tv.ValueInFuture() {
+			clock.SleepFor(drained, tv.Remaining())
+		}
 	}
 	leaderChanged := cfg.LeaderChanged
 	cfg.LeaderChanged = func(ctx context.Context, e entry.RaceEntry) {
@@ -136,7 +212,7 @@ func TimeViewFromContext(ctx context.Context) (*leaderelection.TimeView, bool) {
 // and a function to call when the call is done; or the rejection.
 func (g *Guard) admit(ctx context.Context, fullMethod string) (context.Context, func(error) error, error) {
 	t := g.current()
-	if t == nil {
+	if t == nil || !t.enter() {
 		return nil, nil, g.reject(ctx, fullMethod)
 	}
 	hctx, cancel := context.WithCancelCause(ctx)
@@ -148,6 +224,7 @@ func (g *Guard) admit(ctx context.Context, fullMethod string) (context.Context, 
 			err = g.reject(ctx, fullMethod)
 		}
 		cancel(nil)
+		t.leave()
 		return err
 	}
 	return hctx, done, nil
@@ -194,7 +271,7 @@ func (g *Guard) reject(ctx context.Context, fullMethod string) error {
 	}
 	info := &errdetails.ErrorInfo{Reason: NotLeaderReason, Domain: NotLeaderDomain}
 	msg := "legrpc: this server does not lead the election"
-	if l := g.leader.Load(); l != nil && l.LeaderID != g.self {
+	if l := g.leader.Load(); l != nil && (g.self.Load() == nil || l.LeaderID != *g.self.Load()) {
 		info.Metadata = map[string]string{
 			"leader_id": l.LeaderID,
 			"host_port": strings.Join(l.HostPort, ","),

@@ -110,6 +110,15 @@ func (d *Decider) SetRaw(data []byte) {
 	d.storeLocked(append([]byte{}, data...))
 }
 
+// Delete removes the record, as an operator or a bucket lifecycle rule might
+// delete the object, so that tests can check what deletion does. Waiters
+// wake; reads report entry.NoElections until the next write.
+func (d *Decider) Delete() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.storeLocked(nil)
+}
+
 func (d *Decider) storeLocked(body []byte) {
 	d.stored = body
 	d.version++

@@ -108,13 +108,16 @@ func (st *store) apply(p *proc, e *entry.RaceEntry, acceptStale bool) (entry.Lea
 	st.acc.Unlock()
 	s.event("store", "applies %s from %s (v%s)", s.fmtRecord(e), p, tok.Version)
 
-	// The record sequence: every write adds one to the election number; a
-	// new tenure has Term = ElectionNumber, above every earlier one;
-	// anything else continues the tenure it replaces.
-	if e.ElectionNumber != prev.ElectionNumber+1 {
+	// The record sequence: an extension or release adds one to the election
+	// number; a new tenure has Term = ElectionNumber, above every earlier
+	// one (it may jump: a created record is numbered from the clock, and
+	// a candidate numbers above everything it has seen); anything else
+	// continues the tenure it replaces.
+	newTenure := e.Term == e.ElectionNumber
+	if (newTenure && e.ElectionNumber <= prev.ElectionNumber) || (!newTenure && e.ElectionNumber != prev.ElectionNumber+1) {
 		s.violate("store-sequence", "election number %d follows %d", e.ElectionNumber, prev.ElectionNumber)
 	}
-	if e.Term == e.ElectionNumber {
+	if newTenure {
 		if e.Term <= st.maxTerm {
 			s.violate("fencing", "new tenure with term %d after term %d", e.Term, st.maxTerm)
 		}

@@ -1,0 +1,340 @@
+package leaderelection_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/memory"
+)
+
+// These check the engine at its edges: what it does when the store refuses,
+// throttles or loses its record, when OnElected returns at once, when push
+// fails and when writes are slow. Each runs in virtual time.
+
+// classed fails calls with an error of one class, counting them.
+type classed struct {
+	leaderelection.RaceDecider
+	readErr, writeErr atomic.Pointer[error]
+	reads, writes     atomic.Int64
+}
+
+// spin lets virtual time move on once a test has made far more calls than
+// any correct engine would, so that a busy loop fails the test's count
+// instead of hanging it.
+func spin(calls int64) {
+	if calls > 10_000 {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (c *classed) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	spin(c.reads.Add(1))
+	if err := c.readErr.Load(); err != nil {
+		return nil, *err
+	}
+	return c.RaceDecider.ReadCurrent(ctx)
+}
+
+func (c *classed) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	spin(c.writes.Add(1))
+	if err := c.writeErr.Load(); err != nil {
+		return entry.LeaderToken{}, *err
+	}
+	return c.RaceDecider.WriteEntry(ctx, e)
+}
+
+func (c *classed) String() string { return "test-store/elections/job" }
+
+func failWith(p *atomic.Pointer[error], err error) { p.Store(&err) }
+
+// A store that refuses writes for good (a read-only directory, a role that
+// may read but not write) ends Acquire at once with an error naming it,
+// instead of a write-read loop.
+func TestRefusedWriteEndsAcquire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &classed{RaceDecider: memory.NewDecider()}
+		failWith(&c.writeErr, fmt.Errorf("test-store: put elections/job: 403 AccessDenied: %w", entry.ErrRefused))
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*term)
+		defer cancel()
+		err := baseConfig(c, "a", newMonitor(t), nil).Acquire(ctx)
+		if !errors.Is(err, leaderelection.ErrRefused) || !strings.Contains(err.Error(), "test-store/elections/job") ||
+			!strings.Contains(err.Error(), "AccessDenied") {
+			t.Errorf("Acquire returned %v; want ErrRefused naming the store and the refusal", err)
+		}
+		if took := time.Since(start); took > term {
+			t.Errorf("Acquire took %v to give up", took)
+		}
+		if w := c.writes.Load(); w != 1 {
+			t.Errorf("%d writes; a refusal must not be retried", w)
+		}
+	})
+}
+
+func TestRefusedReadEndsAcquire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &classed{RaceDecider: memory.NewDecider()}
+		failWith(&c.readErr, fmt.Errorf("test-store: bucket elections does not exist: %w", entry.ErrRefused))
+		ctx, cancel := context.WithTimeout(t.Context(), 10*term)
+		defer cancel()
+		err := baseConfig(c, "a", newMonitor(t), nil).Acquire(ctx)
+		if !errors.Is(err, leaderelection.ErrRefused) || c.reads.Load() != 1 {
+			t.Errorf("Acquire returned %v after %d reads; want ErrRefused after one", err, c.reads.Load())
+		}
+		err = leaderelection.WatchConfig{Decider: c}.Watch(ctx, func(context.Context, leaderelection.Change) {})
+		if !errors.Is(err, leaderelection.ErrRefused) {
+			t.Errorf("Watch returned %v; want ErrRefused", err)
+		}
+	})
+}
+
+// Writes whose outcome is unknown and that never land, or that the store
+// throttles, are retried with backoff: a handful per term, not thousands.
+// Once the store recovers, the candidate is elected.
+func TestFailingWritesBackOff(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"unknown outcome", errors.New("503 Service Unavailable")},
+		{"throttled", fmt.Errorf("429 Too Many Requests: %w", entry.ErrThrottled)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := &classed{RaceDecider: memory.NewDecider()}
+				failWith(&c.writeErr, tc.err)
+				m := newMonitor(t)
+				stop := runCandidate(t, baseConfig(c, "a", m, nil))
+				time.Sleep(10 * term)
+				if w := c.writes.Load(); w > 10*12 {
+					t.Errorf("%d writes in 10 terms against a failing store; want a backoff", w)
+				}
+				if r := c.reads.Load(); r > 10*30 {
+					t.Errorf("%d reads in 10 terms against a failing store; want a backoff", r)
+				}
+				c.writeErr.Store(nil)
+				if tn := m.Next(term); tn.ID != "a" {
+					t.Errorf("elected %s", tn.ID)
+				}
+				stop()
+			})
+		})
+	}
+}
+
+// An OnElected that returns at once must not turn the candidate into a write
+// storm: tenures that end early are spaced out, so that it writes no more
+// than a leader that keeps its term (2 writes per term).
+func TestEarlyReturningOnElectedKeepsTheWriteBudget(t *testing.T) {
+	for _, candidates := range []int{1, 3} {
+		t.Run(fmt.Sprintf("candidates=%d", candidates), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memory.NewDecider()
+				var stores []*faultyDecider
+				var tenures atomic.Int64
+				for i := range candidates {
+					f := &faultyDecider{RaceDecider: mem}
+					f.opLimit.Store(100_000)
+					stores = append(stores, f)
+					cfg := baseConfig(pushingFaultyDecider{f}, fmt.Sprint("c", i), nil, nil)
+					cfg.OnElected = func(context.Context, *leaderelection.TimeView) { tenures.Add(1) }
+					defer runCandidate(t, cfg)()
+				}
+				const terms = 20
+				time.Sleep(terms * term)
+				var writes int64
+				for _, f := range stores {
+					writes += f.writes.Load()
+				}
+				if tenures.Load() == 0 {
+					t.Fatal("never elected")
+				}
+				if writes > 2*terms+2*int64(candidates) {
+					t.Errorf("%d writes (%d tenures) in %d terms; want at most 2 per term", writes, tenures.Load(), terms)
+				}
+			})
+		})
+	}
+}
+
+// brokenChannel pushes nothing: every wait fails at once.
+type brokenChannel struct {
+	leaderelection.RaceDecider
+	waits atomic.Int64
+}
+
+func (b *brokenChannel) WaitForChange(context.Context, entry.LeaderToken) (*entry.RaceEntry, error) {
+	b.waits.Add(1)
+	return nil, errors.New("subscription dropped")
+}
+
+// A failing push channel degrades to polling at PollInterval, for a watcher
+// of an empty store and for a candidate waiting out a term that is released.
+func TestFailedPushDegradesToPolling(t *testing.T) {
+	t.Run("watcher", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			mem := memory.NewDecider()
+			b := &brokenChannel{RaceDecider: mem}
+			w, stopWatch := startWatch(t, leaderelection.WatchConfig{Decider: b, PollInterval: time.Second})
+			time.Sleep(time.Minute)
+			m := newMonitor(t)
+			stop := runCandidate(t, baseConfig(mem, "a", m, nil))
+			next(m)
+			time.Sleep(1100 * time.Millisecond)
+			synctest.Wait()
+			if got := w.String(); !strings.HasPrefix(got, "elected a") {
+				t.Errorf("watcher reported %q a poll interval after the election; want the leader", got)
+			}
+			if w.errs == 0 {
+				t.Error("the failing push channel was not reported to OnError")
+			}
+			if n := b.waits.Load(); n > 70 {
+				t.Errorf("%d waits on the push channel in about a minute: it was retried too often", n)
+			}
+			stop()
+			stopWatch()
+		})
+	})
+	t.Run("candidate", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			mem := memory.NewDecider()
+			m := newMonitor(t)
+			stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+			a := next(m)
+			cfg := baseConfig(&brokenChannel{RaceDecider: mem}, "b", m, nil)
+			cfg.PollInterval = time.Second
+			stopB := runCandidate(t, cfg)
+			time.Sleep(time.Second)
+			released := time.Now()
+			stopA()
+			b := next(m)
+			if took := b.Start.Sub(released); b.ID != "b" || took > 2*time.Second {
+				t.Errorf("%s elected %v after the release; want b within about a poll interval (a's term ran to %v)",
+					b.ID, took, a.TV.Get())
+			}
+			stopB()
+		})
+	})
+}
+
+// A record that disappears while the watcher follows a live term is reported
+// once, then polled at PollInterval: no busy loop.
+func TestWatchReportsDeletionWithoutLooping(t *testing.T) {
+	for _, push := range []bool{false, true} {
+		t.Run(fmt.Sprintf("push=%v", push), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memory.NewDecider()
+				f := &faultyDecider{RaceDecider: mem}
+				f.opLimit.Store(100_000)
+				var d leaderelection.RaceDecider = f
+				if push {
+					d = pushingFaultyDecider{f}
+				}
+				m := newMonitor(t)
+				w, stopWatch := startWatch(t, leaderelection.WatchConfig{Decider: d, PollInterval: time.Second, MaxClockSkew: skew})
+				stop := runCandidate(t, baseConfig(mem, "a", m, nil))
+				next(m)
+				time.Sleep(time.Second)
+				synctest.Wait()
+				mem.Delete() // while a's term is live
+				reads := f.reads.Load()
+				time.Sleep(5 * time.Second)
+				synctest.Wait()
+				if got := w.String(); !strings.Contains(got, "deleted a") {
+					t.Errorf("watcher reported %q; want the deletion", got)
+				}
+				if r := f.reads.Load() - reads; r > 10 {
+					t.Errorf("%d reads in 5 s after the deletion: the watcher looped", r)
+				}
+				stopWatch()
+				stop()
+			})
+		})
+	}
+}
+
+// Deleting the record neither resets fencing nor lets a waiting candidate in
+// while the old leader may still hold its term: a candidate that saw the
+// record waits a whole term after noticing, and its Term is higher.
+func TestDeletionKeepsTheWaitAndTheFencingToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := newMonitor(t) // checks no overlap and rising Terms
+		stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+		a := next(m)
+		cfg := baseConfig(mem, "b", m, nil)
+		cfg.PollInterval = time.Second
+		stopB := runCandidate(t, cfg)
+		time.Sleep(time.Second)
+		mem.Delete()
+		deleted := time.Now()
+		b := next(m)
+		if b.ID != "b" || b.Start.Before(deleted.Add(term)) {
+			t.Errorf("%s elected %v after the deletion; want b after a whole term", b.ID, b.Start.Sub(deleted))
+		}
+		if b.Term <= a.Term {
+			t.Errorf("term went from %d to %d across the deletion", a.Term, b.Term)
+		}
+		stopB()
+		stopA()
+	})
+}
+
+// slowWrites makes every write take a fixed share of the term, and, with
+// flaky set, every other write after the first fail when it is answered
+// (not applied).
+type slowWrites struct {
+	leaderelection.RaceDecider
+	delay  time.Duration
+	flaky  bool
+	writes atomic.Int64
+}
+
+func (s *slowWrites) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	n := s.writes.Add(1)
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return entry.LeaderToken{}, ctx.Err()
+	}
+	if s.flaky && n%2 == 0 {
+		return entry.LeaderToken{}, errors.New("500 Internal Server Error")
+	}
+	return s.RaceDecider.WriteEntry(ctx, e)
+}
+
+// A leader whose writes are slow keeps its term without a gap as long as an
+// extension and one retry fit in the term: extensions are timed from the
+// slowest recent write, not at a fixed half term. (On a fast store it still
+// writes exactly twice per term: TestFirstElectionAndTwoExtensionsPerTerm.)
+func TestSlowWritesKeepTheTerm(t *testing.T) {
+	for _, tc := range []struct {
+		share float64
+		flaky bool
+	}{{0.1, false}, {0.45, false}, {0.2, true}, {0.3, true}} {
+		t.Run(fmt.Sprintf("%v,flaky=%v", tc.share, tc.flaky), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := newMonitor(t)
+				s := &slowWrites{RaceDecider: memory.NewDecider(), delay: time.Duration(tc.share * float64(term)), flaky: tc.flaky}
+				stop := runCandidate(t, baseConfig(s, "a", m, nil))
+				a := next(m)
+				time.Sleep(20 * term)
+				if !m.Ended(a).IsZero() || !a.TV.ValueInFuture() {
+					t.Errorf("with writes of %v x TermLength (flaky %v) the leader lost its term (ended %v)", tc.share, tc.flaky, m.Ended(a))
+				}
+				if w := s.writes.Load(); w > 20*6 {
+					t.Errorf("%d writes in 20 terms", w)
+				}
+				stop()
+			})
+		})
+	}
+}

@@ -1,0 +1,201 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	clocks "github.com/vimeo/go-clocks"
+
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// This file is the engine's only path to the store: reads retried with
+// backoff, writes resolved by reading back, the error classes that decide
+// what is retried, and the latencies that size the engine's waits. The
+// campaign (campaign.go), the tenure (leader.go) and Watch (watch.go) call
+// down into it.
+
+func isRaceLost(err error) bool  { return errors.Is(err, entry.ErrRaceLost) }
+func isThrottled(err error) bool { return errors.Is(err, entry.ErrThrottled) }
+func isRefused(err error) bool   { return errors.Is(err, entry.ErrRefused) }
+
+// storeName names d in errors: its String method if it has one (backends
+// name their bucket and object), else its type.
+func storeName(d RaceDecider) string {
+	if s, ok := d.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", d)
+}
+
+// refusal is the error that ends Acquire or Watch when the store refuses for
+// good: retrying cannot help, and an operator must act.
+func refusal(d RaceDecider, err error) error {
+	return fmt.Errorf("leaderelection: store %s refused the request; not retrying: %w", storeName(d), err)
+}
+
+// errNoRecord reports a Decider that broke its contract by returning neither
+// a record nor an error.
+var errNoRecord = errors.New("leaderelection: the Decider's ReadCurrent returned no record and no error")
+
+// readRetrying reads until it succeeds, ctx ends, or deadline (if not zero)
+// passes, backing off between failures from timeout/64 up to timeout. A
+// refusal stops it at once (see refusal); every other failure goes to onErr,
+// and a non-nil result from onErr stops the retries and is returned.
+//
+// Successful reads' round trips go to rtt, if not nil.
+func readRetrying(ctx context.Context, clock clocks.Clock, r *rng, rtt *latencies, d RaceDecider, timeout time.Duration, deadline time.Time, onErr func(error) error) (*entry.RaceEntry, error) {
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = clock.ContextWithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	b := newBackoff(r, timeout/64, timeout)
+	for {
+		rctx, cancel := clock.ContextWithTimeout(ctx, timeout)
+		t0 := clock.Now()
+		rec, err := d.ReadCurrent(rctx)
+		cancel()
+		if err == nil && rtt != nil {
+			rtt.add(clock.Now().Sub(t0))
+		}
+		if err == nil && rec == nil {
+			err = errNoRecord
+		}
+		switch {
+		case err == nil:
+			return rec, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case isRefused(err):
+			return nil, refusal(d, err)
+		}
+		if stop := onErr(err); stop != nil {
+			return nil, stop
+		}
+		if !clock.SleepFor(ctx, b.next()) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// write writes next (conditioned on next.Token, under a fresh WriteID) before
+// deadline and returns the record the store holds afterwards. mine reports
+// that the store holds a record written by this candidate: next, or an
+// earlier write whose outcome was unknown and that was applied after all;
+// then cd.sentAt is when that write was sent.
+//
+// The store's answer decides what follows. A throttled write was not applied
+// and is returned as an error for the caller to back off; a refused one ends
+// the campaign (the error wraps ErrRefused). A lost race or an unknown
+// outcome is resolved by reading back write ids, as a transport error can hide
+// a success. Otherwise err is set only when ctx ended or the deadline passed
+// with the outcome still unknown.
+func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline time.Time) (stored *entry.RaceEntry, mine bool, err error) {
+	// A write sent now could only leave an outcome to resolve: its caller
+	// has stopped, or the term it serves is already over (a process that
+	// was paused wakes up here).
+	if ctx.Err() != nil {
+		return nil, false, ctx.Err()
+	}
+	t0 := cd.Clock.Now()
+	if !t0.Before(deadline) {
+		return nil, false, context.DeadlineExceeded
+	}
+	// Each attempt gets its own id, drawn only for a write that is sent.
+	next.WriteID = cd.rng.writeID()
+	wctx, cancel := cd.Clock.ContextWithDeadline(ctx, deadline)
+	tok, werr := cd.Decider.WriteEntry(wctx, next)
+	cancel()
+	took := cd.Clock.Now().Sub(t0)
+	switch {
+	case werr == nil:
+		cd.rtt.add(took)
+		cd.writes.add(took)
+		next.Token = tok
+		cd.pending, cd.sentAt = nil, t0
+		return next, true, nil
+	case isRefused(werr):
+		return nil, false, refusal(cd.Decider, werr)
+	case isThrottled(werr):
+		cd.log.Warn("the store throttled a write; backing off", "election", next.ElectionNumber, "err", werr)
+		return nil, false, werr
+	case isRaceLost(werr):
+		cd.rtt.add(took)
+		cd.writes.add(took)
+	default:
+		cd.log.Warn("write outcome unknown; reading it back", "election", next.ElectionNumber, "err", werr)
+	}
+	// Kept even for a lost race: a backend's own retry of an applied write
+	// can report one, and the write id is the only proof either way.
+	cd.pending = append(cd.pending, pendingWrite{writeID: next.WriteID, on: next.Token, sentAt: t0})
+	rec, rerr := readRetrying(ctx, cd.Clock, cd.rng, &cd.rtt, cd.Decider, cd.opTimeout(), deadline, func(err error) error {
+		cd.log.Warn("reading back a write failed; retrying", "err", err)
+		return nil
+	})
+	if rerr != nil {
+		return nil, false, rerr
+	}
+	if p, ok := cd.ours(rec); ok {
+		cd.pending, cd.sentAt = nil, p.sentAt
+		return rec, true, nil
+	}
+	return rec, false, nil
+}
+
+// pendingWrite is a write whose outcome was unknown and that may still be
+// applied: a record carrying its write id is ours.
+type pendingWrite struct {
+	writeID string
+	// on is the token the write was conditioned on; once the store holds
+	// another record the write can never apply.
+	on entry.LeaderToken
+	// sentAt is when it was sent, on this process's clock (with its
+	// monotonic reading): a term it won counts from then.
+	sentAt time.Time
+}
+
+// ours returns the pending write that stored rec, if one did.
+func (cd *candidate) ours(rec *entry.RaceEntry) (pendingWrite, bool) {
+	for _, p := range cd.pending {
+		if p.writeID == rec.WriteID {
+			return p, true
+		}
+	}
+	return pendingWrite{}, false
+}
+
+// latencies keeps the last few durations of one kind of store call.
+type latencies struct {
+	samples [8]time.Duration
+	n       int
+}
+
+func (t *latencies) add(d time.Duration) {
+	t.samples[t.n%len(t.samples)] = max(d, 0)
+	t.n++
+}
+
+func (t *latencies) recent() []time.Duration { return t.samples[:min(t.n, len(t.samples))] }
+
+// fastest is the shortest recent sample: the round trip as the store can
+// give it, undisturbed by one slow call (a retry, a connection set-up). It
+// sizes the herd window.
+func (t *latencies) fastest() time.Duration {
+	if t.n == 0 {
+		return 0
+	}
+	return slices.Min(t.recent())
+}
+
+// slowest is the longest recent sample: what an extension must be ready
+// for.
+func (t *latencies) slowest() time.Duration {
+	if t.n == 0 {
+		return 0
+	}
+	return slices.Max(t.recent())
+}
