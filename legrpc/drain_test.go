@@ -1,0 +1,98 @@
+package legrpc_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/legrpc"
+	"github.com/racedecider/leaderelection/memory"
+)
+
+// releaseClock records when a release is written.
+type releaseClock struct {
+	*memory.Decider
+	mu         sync.Mutex
+	releasedAt time.Time
+}
+
+func (r *releaseClock) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	tok, err := r.Decider.WriteEntry(ctx, e)
+	if err == nil && e.Released {
+		r.mu.Lock()
+		r.releasedAt = time.Now()
+		r.mu.Unlock()
+	}
+	return tok, err
+}
+
+func (r *releaseClock) released() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.releasedAt
+}
+
+// A graceful shutdown releases the term only once every call the Guard
+// admitted has returned; a call still running when the term ends leaves the
+// term to expire instead, so that no successor is elected while it runs.
+func TestGuardDrainsAdmittedCallsBeforeRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		runsOn      time.Duration // how long the handler runs after its context ends
+		wantRelease bool
+	}{
+		{"call returns within the term", 2 * time.Second, true},
+		{"call outlasts the term", time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := &releaseClock{Decider: memory.NewDecider()}
+				var g legrpc.Guard
+				cfg := g.Attach(leaderelection.Config{Decider: store, LeaderID: "a", TermLength: 10 * time.Second, MaxClockSkew: time.Second})
+				ctx, shutdown := context.WithCancel(t.Context())
+				acquired := make(chan error, 1)
+				go func() { acquired <- cfg.Acquire(ctx) }()
+				synctest.Wait()
+				if _, ok := g.Leading(); !ok {
+					t.Fatal("not leading")
+				}
+
+				interceptor := g.UnaryServerInterceptor()
+				admitted, handlerDone := make(chan struct{}), make(chan time.Time, 1)
+				go func() {
+					_, err := interceptor(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: "/svc/Work"},
+						func(hctx context.Context, _ any) (any, error) {
+							close(admitted)
+							<-hctx.Done() // the leadership is ending: wind down
+							time.Sleep(tc.runsOn)
+							handlerDone <- time.Now()
+							return nil, nil
+						})
+					if err != nil && !errors.Is(err, context.Canceled) {
+						t.Logf("call ended with %v", err)
+					}
+				}()
+				<-admitted
+				shutdown()
+				done := <-handlerDone
+				if err := <-acquired; !errors.Is(err, context.Canceled) {
+					t.Errorf("Acquire returned %v", err)
+				}
+				rec, _ := store.ReadCurrent(t.Context())
+				switch rel := store.released(); {
+				case tc.wantRelease && (rel.IsZero() || rel.Before(done)):
+					t.Errorf("released at %v, before the admitted call returned at %v", rel, done)
+				case !tc.wantRelease && (!rel.IsZero() || rec.Released):
+					t.Errorf("released at %v although the admitted call ran past the term (until %v)", rel, done)
+				}
+			})
+		})
+	}
+}
