@@ -24,6 +24,16 @@ import (
 //	gs://BUCKET/OBJECT             package gcs: Application Default Credentials
 //	s3://BUCKET/KEY?region=R&endpoint=URL&path_style=true
 //	                               package s3: the AWS SDK's default configuration
+//
+// and these backends, modules of their own so that their SDKs weigh only on
+// their users, register theirs:
+//
+//	azblob://CONTAINER/BLOB?storage_account=NAME&endpoint=URL
+//	                               module .../azblob: Azure Blob Storage
+//	dynamodb://TABLE/KEY?region=R&endpoint=URL
+//	                               module .../dynamodb: one item in a DynamoDB table
+//	postgres://USER@HOST:PORT/DATABASE?table=TABLE&election=NAME
+//	                               module .../postgres: one row in a PostgreSQL table
 type URLOpener struct {
 	// Open returns a RaceDecider for u. OpenDecider has already checked
 	// that u's scheme is the one registered and that its query has no
@@ -52,6 +62,11 @@ var inTreePackages = map[string]string{
 	"file": "github.com/racedecider/leaderelection/file",
 	"gs":   "github.com/racedecider/leaderelection/gcs",
 	"s3":   "github.com/racedecider/leaderelection/s3",
+
+	"azblob":     "github.com/racedecider/leaderelection/azblob",
+	"dynamodb":   "github.com/racedecider/leaderelection/dynamodb",
+	"postgres":   "github.com/racedecider/leaderelection/postgres",
+	"postgresql": "github.com/racedecider/leaderelection/postgres",
 }
 
 // RegisterScheme makes OpenDecider open URLs whose scheme is scheme (compared
