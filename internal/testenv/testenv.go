@@ -9,6 +9,8 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -27,6 +29,24 @@ func Server(t testing.TB, envVar, server, start string) string {
 	if os.Getenv(RequireServers) != "" {
 		t.Fatal(msg + "; " + RequireServers + " is set, so a missing server is a failure")
 	}
+	announce(server, msg)
 	t.Skip(msg)
 	return ""
+}
+
+var announced sync.Map // server name -> struct{}
+
+// announce prints one line per missing server straight to the terminal, if
+// there is one: go test shows a passing package's skips only with -v, and a
+// user should see that a backend ran without its real server.
+func announce(server, msg string) {
+	if _, dup := announced.LoadOrStore(server, struct{}{}); dup {
+		return
+	}
+	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	defer tty.Close()
+	fmt.Fprintf(tty, "SKIP (%s): %s\n", os.Args[0][strings.LastIndex(os.Args[0], "/")+1:], msg)
 }
