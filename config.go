@@ -91,12 +91,21 @@ type Config struct {
 	// means the real clock; tests pass a fake or offset clock.
 	Clock clocks.Clock
 
-	// OnElected runs while this candidate leads. Its context is cancelled
-	// when leadership ends; tv holds the current expiry and the fencing
-	// token (tv.Term()). Check tv.ValueInFuture() before every action that
-	// needs leadership: the context may be observed late, tv never is. Acquire
-	// waits for OnElected to return before anyone else can be told the
-	// leadership was released. Required.
+	// OnElected runs while this candidate leads, and the tenure lasts no
+	// longer than it runs: returning ends the tenure as a shutdown does
+	// (the term is released), and the candidate campaigns again only after
+	// a pause (see Acquire). To lead until leadership is lost or Acquire's
+	// context ends, block on ctx.Done() before returning. This differs from
+	// vimeo/leaderelection and client-go, where returning keeps the
+	// leadership: here a leader whose work has stopped must not keep the
+	// term and make a successor wait.
+	//
+	// Its context is cancelled when leadership ends; tv holds the current
+	// expiry and the fencing token (tv.Term()). Check tv.ValueInFuture()
+	// before every action that needs leadership: the context may be
+	// observed late, tv never is. Acquire waits for OnElected to return
+	// before anyone else can be told the leadership was released, so wait
+	// here for the work OnElected started. Required.
 	OnElected func(ctx context.Context, tv *TimeView)
 
 	// OnOusting runs after OnElected has returned, each time this candidate
