@@ -40,6 +40,10 @@ const (
 var binary string
 
 func TestMain(m *testing.M) {
+	// In-process runs (dispatch) start their watchdog from this binary.
+	if len(os.Args) > 1 && os.Args[1] == watchdogCommand {
+		os.Exit(watchdogMain(os.Stdin, os.Stderr))
+	}
 	if mode := os.Getenv(childEnv); mode != "" {
 		childMain(mode)
 		return

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -36,6 +37,9 @@ import (
 // timers) would stop.
 const watchdogCommand = "__watchdog"
 
+// watchdogEnv is set in the watchdog's environment.
+const watchdogEnv = "_LEADERELECT_WATCHDOG"
+
 // bootNow is CLOCK_BOOTTIME in nanoseconds.
 func bootNow() int64 {
 	var ts unix.Timespec
@@ -57,7 +61,13 @@ type watchdog struct {
 func startWatchdog(killBy time.Time) (*watchdog, error) {
 	// /proc/self/exe runs this very binary even if it was replaced or
 	// deleted since it started.
+	if os.Getenv(watchdogEnv) != "" {
+		// This binary did not take watchdogCommand for its own (a test
+		// binary, say): never start watchdogs from watchdogs.
+		return nil, errors.New("started as a watchdog: not starting another")
+	}
 	cmd := exec.Command("/proc/self/exe", watchdogCommand)
+	cmd.Env = append(os.Environ(), watchdogEnv+"=1")
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	r, in, err := os.Pipe()
