@@ -45,13 +45,15 @@ func (c Config) Acquire(ctx context.Context) error {
 	}}
 	cd.retry = newBackoff(cd.rng, cd.TermLength/64, cd.TermLength/2)
 	cd.tenures = newBackoff(cd.rng, 2*cd.TermLength, 16*cd.TermLength)
+	cd.obs = newHook(cd.Observer, cd.Decider, cd.Observer != nil || cd.EnforceMaxClockSkew, cd.MaxClockSkew, 8*cd.TermLength, cd.log)
 	err := cd.campaign(ctx)
 	if ctx.Err() != nil {
 		cd.releaseUnknownWrite(ctx)
 		// An operation's own deadline may have passed at the same time:
 		// the caller stopped us, and that is what we report.
-		return ctx.Err()
+		err = ctx.Err()
 	}
+	cd.obs.stopped(err)
 	return err
 }
 
@@ -101,6 +103,9 @@ type candidate struct {
 	// retry spaces out acquisition attempts that failed without a result;
 	// tenures spaces out tenures that OnElected ended early.
 	retry, tenures backoff
+	// obs reports to the Observer and checks the clock; nil when neither
+	// is asked for.
+	obs *hook
 }
 
 // opTimeout bounds one read while campaigning, so a hung store call cannot
@@ -167,6 +172,18 @@ func (cd *candidate) campaign(ctx context.Context) error {
 			continue
 		}
 		jittered = false
+		if cd.EnforceMaxClockSkew && cd.obs.tooFar(cd.Clock.Now()) {
+			// Not with this clock (see Config.EnforceMaxClockSkew):
+			// look again after a poll interval, as old samples age out.
+			cd.log.Warn("not campaigning: this host's clock is too far from the store's", "offset", cd.obs.offset.String(), "max_clock_skew", cd.MaxClockSkew)
+			if !cd.Clock.SleepFor(ctx, cd.PollInterval) {
+				return ctx.Err()
+			}
+			if rec, err = cd.read(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		won, next, err := cd.tryAcquire(ctx, rec)
 		switch {
 		case isThrottled(err):
@@ -273,7 +290,7 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 // read reads the record, retrying failures with backoff until ctx ends. A
 // corrupt record is returned as an error at once.
 func (cd *candidate) read(ctx context.Context) (*entry.RaceEntry, error) {
-	return readRetrying(ctx, cd.Clock, cd.rng, &cd.rtt, cd.Decider, cd.opTimeout(), time.Time{}, func(err error) error {
+	return readRetrying(ctx, cd.Clock, cd.rng, &cd.rtt, cd.obs, cd.Decider, cd.opTimeout(), time.Time{}, func(err error) error {
 		if errors.Is(err, entry.ErrCorruptRecord) {
 			return fmt.Errorf("leaderelection: not campaigning on a record it cannot read: %w", err)
 		}
@@ -313,6 +330,7 @@ func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
 		return
 	}
 	cd.lastTerm = rec.Term
+	cd.obs.send(Event{Kind: EventLeaderChanged, LeaderID: rec.LeaderID, Term: rec.Term, Expiry: rec.TermExpiry})
 	if cd.LeaderChanged != nil {
 		cd.LeaderChanged(ctx, *rec.Clone())
 	}

@@ -120,6 +120,26 @@ type Config struct {
 	// Logger receives reports of store errors and leadership changes. Nil
 	// discards them.
 	Logger *slog.Logger
+
+	// Observer is told of tenures, store requests and the clock offset
+	// (see Observer); leprom and leotel export them as metrics, and
+	// HealthCheck judges them. Nil costs nothing. With an Observer (or
+	// EnforceMaxClockSkew), each write whose store reports a commit time
+	// bounds this host's clock offset to the store's, and a bound further
+	// than MaxClockSkew/4 from zero is logged as a warning.
+	Observer Observer
+
+	// EnforceMaxClockSkew, when true, checks the assumption MaxClockSkew
+	// stands for instead of only trusting it: while this host's clock is
+	// known to be further than MaxClockSkew/2 from the store's (two such
+	// hosts could be MaxClockSkew apart), the candidate does not campaign,
+	// and a leader that learns it steps down (OustClockSkew). The evidence
+	// comes from commit times the store reports; a store that reports none
+	// gives none, and the setting then does nothing. Samples older than 8 x
+	// TermLength are forgotten, so that a candidate kept out by them tries
+	// again (and measures again) once they are. Ignored when MaxClockSkew
+	// is zero.
+	EnforceMaxClockSkew bool
 }
 
 // Validate reports every problem with c, naming the offending values.

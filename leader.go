@@ -26,6 +26,7 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 		return next, false, err
 	}
 	cd.log.Info("elected", "term", rec.Term, "expiry", rec.TermExpiry)
+	cd.obs.send(Event{Kind: EventElected, LeaderID: cd.LeaderID, Term: rec.Term, Expiry: rec.TermExpiry})
 
 	electedCtx, cancelElected := context.WithCancel(ctx)
 	defer cancelElected()
@@ -72,7 +73,12 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 
 	cur := rec
 	var after *entry.RaceEntry // the record another writer stored, if one did
+	skewed := false            // stepping down for EnforceMaxClockSkew
 	for {
+		if skewed = cd.EnforceMaxClockSkew && cd.obs.tooFar(cd.Clock.Now()); skewed {
+			cd.log.Error("this host's clock is too far from the store's: stepping down", "term", cur.Term, "offset", cd.obs.offset.String(), "max_clock_skew", cd.MaxClockSkew)
+			break
+		}
 		if !cd.Clock.SleepUntil(electedCtx, cd.extendAt(tv.Get())) {
 			break
 		}
@@ -87,6 +93,7 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 		tv.set(cur.TermExpiry, cd.sentAt.Add(cd.TermLength), cur.Term)
 		arm()
 		cd.log.Debug("extended", "term", cur.Term, "expiry", cur.TermExpiry)
+		cd.obs.send(Event{Kind: EventExtended, LeaderID: cd.LeaderID, Term: cur.Term, Expiry: cur.TermExpiry})
 	}
 
 	if after != nil {
@@ -104,18 +111,30 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 	tv.end()
 
 	shutdown := ctx.Err() != nil
+	ousted := Event{Kind: EventOusted, LeaderID: cd.LeaderID, Term: cur.Term, Expiry: cur.TermExpiry}
 	switch {
 	case err != nil:
 		cd.log.Error("the store refused an extension: stepping down", "term", cur.Term, "err", err)
+		ousted.Reason, ousted.Err = OustRefused, err
 	case after != nil:
 		cd.log.Info("lost leadership: another candidate holds the record", "term", cur.Term, "holder", after.LeaderID)
+		ousted.Reason = OustSuperseded
 	case !stillHeld:
 		cd.log.Warn("leadership expired: the term ran out before it was extended or released", "term", cur.Term)
+		ousted.Reason = OustExpired
 	default:
 		// Shutdown, or OnElected returned while the term was held.
 		early = returned && !shutdown
 		after = cd.release(ctx, cur)
+		ousted.Reason = OustReleased
+		switch {
+		case shutdown:
+			ousted.Reason = OustShutdown
+		case skewed && !returned:
+			ousted.Reason, ousted.Err = OustClockSkew, errClockSkew
+		}
 	}
+	cd.obs.send(ousted)
 	if cd.OnOusting != nil {
 		cd.OnOusting(ctx)
 	}

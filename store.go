@@ -47,7 +47,7 @@ var errNoRecord = errors.New("leaderelection: the Decider's ReadCurrent returned
 // and a non-nil result from onErr stops the retries and is returned.
 //
 // Successful reads' round trips go to rtt, if not nil.
-func readRetrying(ctx context.Context, clock clocks.Clock, r *rng, rtt *latencies, d RaceDecider, timeout time.Duration, deadline time.Time, onErr func(error) error) (*entry.RaceEntry, error) {
+func readRetrying(ctx context.Context, clock clocks.Clock, r *rng, rtt *latencies, h *hook, d RaceDecider, timeout time.Duration, deadline time.Time, onErr func(error) error) (*entry.RaceEntry, error) {
 	if !deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = clock.ContextWithDeadline(ctx, deadline)
@@ -59,11 +59,16 @@ func readRetrying(ctx context.Context, clock clocks.Clock, r *rng, rtt *latencie
 		t0 := clock.Now()
 		rec, err := d.ReadCurrent(rctx)
 		cancel()
+		t1 := clock.Now()
 		if err == nil && rtt != nil {
-			rtt.add(clock.Now().Sub(t0))
+			rtt.add(t1.Sub(t0))
 		}
 		if err == nil && rec == nil {
 			err = errNoRecord
+		}
+		h.request(OpRead, t1.Sub(t0), err, ctx.Err())
+		if err == nil {
+			h.sample(t0, t1, rec.Token, false)
 		}
 		switch {
 		case err == nil:
@@ -110,9 +115,12 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 	wctx, cancel := cd.Clock.ContextWithDeadline(ctx, deadline)
 	tok, werr := cd.Decider.WriteEntry(wctx, next)
 	cancel()
-	took := cd.Clock.Now().Sub(t0)
+	t1 := cd.Clock.Now()
+	took := t1.Sub(t0)
+	cd.obs.request(OpWrite, took, werr, ctx.Err())
 	switch {
 	case werr == nil:
+		cd.obs.sample(t0, t1, tok, true)
 		cd.rtt.add(took)
 		cd.writes.add(took)
 		next.Token = tok
@@ -132,7 +140,7 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 	// Kept even for a lost race: a backend's own retry of an applied write
 	// can report one, and the write id is the only proof either way.
 	cd.pending = append(cd.pending, pendingWrite{writeID: next.WriteID, on: next.Token, sentAt: t0})
-	rec, rerr := readRetrying(ctx, cd.Clock, cd.rng, &cd.rtt, cd.Decider, cd.opTimeout(), deadline, func(err error) error {
+	rec, rerr := readRetrying(ctx, cd.Clock, cd.rng, &cd.rtt, cd.obs, cd.Decider, cd.opTimeout(), deadline, func(err error) error {
 		cd.log.Warn("reading back a write failed; retrying", "err", err)
 		return nil
 	})

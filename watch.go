@@ -42,6 +42,13 @@ type WatchConfig struct {
 
 	// Logger receives reports of read errors. Nil discards them.
 	Logger *slog.Logger
+
+	// Observer is told of each read and each Change (see Observer). Nil
+	// costs nothing.
+	Observer Observer
+
+	// obs carries Observer into the reads of one Watch call.
+	obs *hook
 }
 
 // ChangeKind says what a Change reports.
@@ -133,6 +140,14 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 		w.Logger = slog.New(slog.DiscardHandler)
 	}
 	w.PollInterval = orDefault(w.PollInterval, DefaultWatchPollInterval)
+	w.obs = newHook(w.Observer, w.Decider, false, 0, 0, w.Logger)
+	if w.obs != nil {
+		user := cb
+		cb = func(ctx context.Context, c Change) {
+			w.obs.send(Event{Kind: EventWatchChange, Change: c.Kind, LeaderID: c.Entry.LeaderID, Term: c.Entry.Term, Expiry: c.Entry.TermExpiry})
+			user(ctx, c)
+		}
+	}
 	n, _ := w.Decider.(ChangeNotifier)
 	wt := &waiter{clock: w.Clock, n: n, poll: w.PollInterval, onPushErr: func(err error) {
 		w.report(ctx, fmt.Errorf("leaderelection: watch: waiting for a pushed change failed; polling: %w", err))
@@ -207,7 +222,7 @@ func (w *WatchConfig) next(ctx context.Context, wt *waiter, rec *entry.RaceEntry
 const watchReadTimeout = 10 * time.Second
 
 func (w *WatchConfig) read(ctx context.Context) (*entry.RaceEntry, error) {
-	return readRetrying(ctx, w.Clock, nil, nil, w.Decider, max(4*w.PollInterval, watchReadTimeout), time.Time{}, func(err error) error {
+	return readRetrying(ctx, w.Clock, nil, nil, w.obs, w.Decider, max(4*w.PollInterval, watchReadTimeout), time.Time{}, func(err error) error {
 		w.report(ctx, fmt.Errorf("leaderelection: watch: reading the election record failed; retrying: %w", err))
 		return nil
 	})

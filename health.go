@@ -1,0 +1,145 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	clocks "github.com/vimeo/go-clocks"
+)
+
+// HealthCheck judges, from the events it observes, whether the elections it
+// follows are wedged. Set it as (or among, see Observers) the Observer of
+// every Config and WatchConfig it should judge, and serve it as a liveness
+// probe: it is an http.Handler answering 200 when healthy and 503 with the
+// reason when not.
+//
+// An election is unhealthy when:
+//   - this process believes it leads (OnElected has not returned) but its
+//     term ran out more than Tolerance ago: OnElected ignores its context,
+//     or the process is starved;
+//   - MaxQuiet is set, the election has not stopped, and no request to the
+//     store has been answered (successfully, or with a lost race) for longer
+//     than MaxQuiet: the store is unreachable or the campaign is stuck;
+//   - Acquire returned with an error other than its context's (a store that
+//     refuses for good).
+//
+// Use it for liveness, not readiness: a follower is healthy, and a readiness
+// probe that failed on followers would take them out of service. The zero
+// value is ready to use.
+type HealthCheck struct {
+	// Tolerance is how long past its term's expiry a process that still
+	// believes it leads is given before it counts as wedged. Zero means
+	// DefaultHealthTolerance.
+	Tolerance time.Duration
+	// MaxQuiet, when positive, is how long an election may go without an
+	// answered store request. A campaign reads at least every PollInterval
+	// and a watcher every WatchConfig.PollInterval (8 x that with push),
+	// so set it to several of those. Zero disables the check.
+	MaxQuiet time.Duration
+	// Clock is the time source; nil means the real clock.
+	Clock clocks.Clock
+
+	mu        sync.Mutex
+	elections map[string]*health
+}
+
+// DefaultHealthTolerance is HealthCheck.Tolerance's default.
+const DefaultHealthTolerance = 10 * time.Second
+
+// health is what a HealthCheck knows of one election.
+type health struct {
+	leading bool
+	term    int64
+	expiry  time.Time
+	since   time.Time // first event, or last answered request
+	stopped bool
+	err     error // Acquire's error, if not its context's
+}
+
+var _ Observer = (*HealthCheck)(nil)
+var _ http.Handler = (*HealthCheck)(nil)
+
+func (h *HealthCheck) clock() clocks.Clock {
+	if h.Clock == nil {
+		return clocks.DefaultClock()
+	}
+	return h.Clock
+}
+
+// Observe implements Observer.
+func (h *HealthCheck) Observe(e Event) {
+	now := h.clock().Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.elections == nil {
+		h.elections = map[string]*health{}
+	}
+	s := h.elections[e.Election]
+	if s == nil {
+		s = &health{since: now}
+		h.elections[e.Election] = s
+	}
+	switch e.Kind {
+	case EventElected, EventExtended:
+		s.leading, s.term, s.expiry = true, e.Term, e.Expiry
+	case EventOusted:
+		s.leading = false
+	case EventStoreRequest:
+		if e.Result == ResultOK || e.Result == ResultRaceLost {
+			s.since = now
+		}
+	case EventStopped:
+		s.leading, s.stopped, s.err = false, true, nil
+		if e.Err != nil && !errors.Is(e.Err, context.Canceled) && !errors.Is(e.Err, context.DeadlineExceeded) {
+			s.err = e.Err
+		}
+	}
+}
+
+// Check returns nil when every election observed is healthy, else an error
+// naming each unhealthy one and why.
+func (h *HealthCheck) Check() error {
+	now := h.clock().Now()
+	tolerance := orDefault(h.Tolerance, DefaultHealthTolerance)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	names := make([]string, 0, len(h.elections))
+	for name := range h.elections {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, name := range names {
+		s := h.elections[name]
+		switch {
+		case s.err != nil:
+			errs = append(errs, fmt.Errorf("election %s: Acquire ended: %w", name, s.err))
+		case s.leading && now.Sub(s.expiry) > tolerance:
+			errs = append(errs, fmt.Errorf("election %s: still leading term %d, which expired at %s, %s ago (tolerance %s)",
+				name, s.term, s.expiry.Format(time.RFC3339Nano), now.Sub(s.expiry).Round(time.Millisecond), tolerance))
+		case !s.stopped && h.MaxQuiet > 0 && now.Sub(s.since) > h.MaxQuiet:
+			errs = append(errs, fmt.Errorf("election %s: no answer from the store for %s (MaxQuiet %s)",
+				name, now.Sub(s.since).Round(time.Millisecond), h.MaxQuiet))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("leaderelection: unhealthy: %w", errors.Join(errs...))
+}
+
+// ServeHTTP answers 200 "ok" when Check passes, else 503 with Check's error.
+func (h *HealthCheck) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err := h.Check(); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, err)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
