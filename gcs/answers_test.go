@@ -13,6 +13,7 @@ import (
 
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/gcs"
+	"github.com/racedecider/leaderelection/internal/faultproxy"
 )
 
 // errUnknown stands, in the tables below, for an error of unknown outcome:
@@ -64,15 +65,15 @@ func TestMissingBucket(t *testing.T) {
 func TestMissingObjectInExistingBucket(t *testing.T) {
 	em := newFaultyEmulator(t)
 	d := newDecider(t, newClient(t, em.addr), freshObject(t))
-	got := mustRead(t, d)
+	got := faultproxy.MustRead(t, d)
 	if got.ElectionNumber != entry.NoElections || !got.Token.IsZero() {
 		t.Fatalf("read of a missing record = %+v, want no elections", got)
 	}
 	if n := em.inject.count(listings); n != 1 {
 		t.Errorf("%d listings for one read of a missing record, want 1", n)
 	}
-	mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
-	mustRead(t, d)
+	faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
+	faultproxy.MustRead(t, d)
 	if n := em.inject.count(listings); n != 1 {
 		t.Errorf("%d listings after reading an existing record, want still 1", n)
 	}
@@ -135,12 +136,12 @@ func TestAnswers(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
 			d := newDecider(t, c, freshObject(t))
-			tok := mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+			tok := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 
 			em.inject.clear()
 			before := em.inject.count(uploads)
 			em.inject.queue(all(tc.status)...)
-			_, err := d.WriteEntry(t.Context(), record(1, "w1", tok))
+			_, err := d.WriteEntry(t.Context(), faultproxy.Record(1, "w1", tok))
 			if classOf(err) != tc.write {
 				t.Errorf("write answered %d: %v\nis of class %q, want %q", tc.status, err, classOf(err), tc.write)
 			}

@@ -1,8 +1,6 @@
 package gcs_test
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -20,113 +18,18 @@ var electionTiming = racedecidertest.Timing{TermLength: time.Second, MaxClockSke
 func TestElection(t *testing.T) {
 	em := newEmulator(t)
 	object := freshObject(t)
-	racedecidertest.RunElection(t, func(t *testing.T, candidate int) racedecidertest.Access {
-		p := faultproxy.Start(t, em.addr)
-		return racedecidertest.Access{Decider: newDecider(t, newClient(t, p.Addr()), object), Cut: p.SetCut}
+	faultproxy.RunElection(t, em.addr, func(t *testing.T, proxyAddr string) leaderelection.RaceDecider {
+		return newDecider(t, newClient(t, proxyAddr), object)
 	}, electionTiming)
 }
 
 // TestElectionWithFaults runs candidates through a misbehaving network and
-// checks safety throughout: at every election the Monitor checks that no
-// other candidate holds a valid TimeView and that the fencing token went up.
-// Every proxy adds latency, and every 100ms one of them, at random, loses the
-// response to its next request after the emulator acted on it (an ambiguous
-// write when the request is a write) or resets its next connection before
-// forwarding anything. Meanwhile the leader is disrupted six times, taking
-// turns: stopped gracefully (then restarted as a new incarnation), or cut off
-// from the store (then restored once another candidate took over).
-//
-// Timing-based liveness checks (how fast a handover is) are RunElection's
-// job in TestElection; under this many faults they would be noise.
+// checks safety throughout, with the leader disrupted six times: see
+// faultproxy.RunElectionUnderFaults.
 func TestElectionWithFaults(t *testing.T) {
-	const disruptions = 6
-	term, skew := electionTiming.TermLength, electionTiming.MaxClockSkew
-	patience := 5*term + 4*skew
 	em := newEmulator(t)
 	object := freshObject(t)
-	m := racedecidertest.NewMonitor(t)
-
-	proxies := make([]*faultproxy.Proxy, 3)
-	candidates := make([]*racedecidertest.Candidate, 3)
-	slot := map[string]int{} // candidate id -> index
-	start := func(i, incarnation int) {
-		id := fmt.Sprintf("candidate-%d.%d", i, incarnation)
-		slot[id] = i
-		candidates[i] = racedecidertest.StartCandidate(t.Context(), leaderelection.Config{
-			Decider:      newDecider(t, newClient(t, proxies[i].Addr()), object),
-			LeaderID:     id,
-			TermLength:   term,
-			MaxClockSkew: skew,
-			OnElected:    m.OnElected(id),
-		})
-	}
-	for i := range proxies {
-		proxies[i] = faultproxy.Start(t, em.addr)
-		proxies[i].SetLatency(time.Duration(2+3*i) * time.Millisecond)
-		start(i, 0)
-	}
-	defer func() {
-		for _, c := range candidates {
-			c.Stop(t)
-		}
-	}()
-
-	stop := make(chan struct{})
-	injected := make(chan int)
-	go func() {
-		n := 0
-		defer func() { injected <- n }()
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			p := proxies[rand.N(len(proxies))]
-			if rand.N(2) == 0 {
-				p.DropResponses(1)
-			} else {
-				p.ResetNext(1)
-			}
-			n++
-		}
-	}()
-
-	leader := m.Next(patience)
-	for d := range disruptions {
-		i := slot[leader.ID]
-		if d%2 == 0 {
-			candidates[i].Stop(t)
-			if leader.TV.ValueInFuture() {
-				t.Errorf("%s's TimeView is still valid after its Acquire returned", leader.ID)
-			}
-			start(i, d+1)
-			leader = m.Next(patience)
-		} else {
-			proxies[i].SetCut(true)
-			next := m.Next(patience)
-			if next.ID == leader.ID {
-				t.Fatalf("%s re-elected while its access to the store was cut", leader.ID)
-			}
-			proxies[i].SetCut(false)
-			leader = next
-		}
-		t.Logf("disruption %d: %s leads with term %d", d+1, leader.ID, leader.Term)
-	}
-
-	close(stop)
-	armed := <-injected
-	var st faultproxy.Stats
-	for _, p := range proxies {
-		s := p.Stats()
-		st.Requests += s.Requests
-		st.DroppedResponses += s.DroppedResponses
-		st.Resets += s.Resets
-	}
-	t.Logf("%d faults armed; %d requests, %d responses dropped, %d resets", armed, st.Requests, st.DroppedResponses, st.Resets)
-	if st.DroppedResponses == 0 || st.Resets == 0 {
-		t.Errorf("the run saw %d dropped responses and %d resets; want some of each", st.DroppedResponses, st.Resets)
-	}
+	faultproxy.RunElectionUnderFaults(t, em.addr, func(t *testing.T, proxyAddr string) leaderelection.RaceDecider {
+		return newDecider(t, newClient(t, proxyAddr), object)
+	}, faultproxy.ElectionFaults{Timing: electionTiming, Disruptions: 6})
 }

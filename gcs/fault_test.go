@@ -13,35 +13,6 @@ import (
 	"github.com/racedecider/leaderelection/internal/faultproxy"
 )
 
-func record(n int64, writeID string, tok entry.LeaderToken) *entry.RaceEntry {
-	return &entry.RaceEntry{
-		ElectionNumber: n, Term: n, LeaderID: "leader-" + writeID,
-		TermExpiry: time.Now().Add(time.Minute), WriteID: writeID, Token: tok,
-	}
-}
-
-func mustRead(t *testing.T, d *gcs.Decider) *entry.RaceEntry {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	e, err := d.ReadCurrent(ctx)
-	if err != nil {
-		t.Fatalf("ReadCurrent: %v", err)
-	}
-	return e
-}
-
-func mustWrite(t *testing.T, d *gcs.Decider, e *entry.RaceEntry) entry.LeaderToken {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	tok, err := d.WriteEntry(ctx, e)
-	if err != nil {
-		t.Fatalf("WriteEntry(%s): %v", e.WriteID, err)
-	}
-	return tok
-}
-
 // proxied returns a decider whose client reaches the emulator through a
 // fault proxy, and a decider reaching it directly, on one fresh object.
 func proxied(t *testing.T) (*faultproxy.Proxy, *gcs.Decider, *gcs.Decider) {
@@ -56,47 +27,19 @@ func proxied(t *testing.T) (*faultproxy.Proxy, *gcs.Decider, *gcs.Decider) {
 // attempt), and WriteEntry must not report that as a lost race: the outcome
 // is unknown, and reading back shows the write was applied.
 func TestAmbiguousWrite(t *testing.T) {
-	for _, create := range []bool{true, false} {
-		name := map[bool]string{true: "Create", false: "Replace"}[create]
-		t.Run(name, func(t *testing.T) {
-			p, d, direct := proxied(t)
-			var tok entry.LeaderToken
-			n := int64(0)
-			if !create {
-				tok = mustWrite(t, direct, record(0, "w-seed", entry.LeaderToken{}))
-				n = 1
-			}
-			p.DropResponses(1)
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			_, err := d.WriteEntry(ctx, record(n, "w-ambiguous", tok))
-			if err == nil {
-				t.Fatal("WriteEntry succeeded although its response was dropped and the retry found the object changed")
-			}
-			if errors.Is(err, entry.ErrRaceLost) {
-				t.Fatalf("WriteEntry after a dropped response: %v; must not be ErrRaceLost, the write may have won", err)
-			}
-			if !strings.Contains(err.Error(), "outcome unknown") {
-				t.Errorf("error %q does not say the outcome is unknown", err)
-			}
-			if st := p.Stats(); st.DroppedResponses != 1 {
-				t.Errorf("proxy stats %+v, want 1 dropped response", st)
-			}
-			got := mustRead(t, d)
-			if got.WriteID != "w-ambiguous" || got.ElectionNumber != n {
-				t.Fatalf("read back %+v; want the ambiguous write (election %d), which was applied", got, n)
-			}
-		})
-	}
+	faultproxy.AmbiguousWrites(t, func(t *testing.T) *faultproxy.Faulty {
+		p, d, direct := proxied(t)
+		return &faultproxy.Faulty{Proxy: p, D: d, Direct: direct}
+	}, entry.ErrRaceLost)
 }
 
 // TestDroppedReadIsRetried drops the response to a read: the storage client
 // retries reads on its own.
 func TestDroppedReadIsRetried(t *testing.T) {
 	p, d, direct := proxied(t)
-	mustWrite(t, direct, record(0, "w0", entry.LeaderToken{}))
+	faultproxy.MustWrite(t, direct, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 	p.DropResponses(1)
-	if got := mustRead(t, d); got.WriteID != "w0" {
+	if got := faultproxy.MustRead(t, d); got.WriteID != "w0" {
 		t.Fatalf("read %+v, want w0", got)
 	}
 	if st := p.Stats(); st.DroppedResponses != 1 {
@@ -111,16 +54,16 @@ func TestDroppedReadIsRetried(t *testing.T) {
 func TestResetWrite(t *testing.T) {
 	p, d, _ := proxied(t)
 	p.ResetNext(1)
-	tok := mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+	tok := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 	if st := p.Stats(); st.Resets != 1 {
 		t.Errorf("proxy stats %+v, want 1 reset", st)
 	}
-	if got := mustRead(t, d); got.WriteID != "w0" || got.Token.Version != tok.Version {
+	if got := faultproxy.MustRead(t, d); got.WriteID != "w0" || got.Token.Version != tok.Version {
 		t.Fatalf("read %+v after a retried write, want w0 at %s", got, tok.Version)
 	}
 
 	p.ResetNext(1 << 20)
-	_, err := d.WriteEntry(t.Context(), record(1, "w1", tok))
+	_, err := d.WriteEntry(t.Context(), faultproxy.Record(1, "w1", tok))
 	if err == nil || classOf(err) != errUnknown {
 		t.Fatalf("WriteEntry with every connection reset: %v; want an error of unknown outcome", err)
 	}
@@ -128,12 +71,12 @@ func TestResetWrite(t *testing.T) {
 		t.Errorf("proxy stats %+v: want 4 more resets, one per attempt", st)
 	}
 	p.ResetNext(0)
-	if got := mustRead(t, d); got.WriteID != "w0" {
+	if got := faultproxy.MustRead(t, d); got.WriteID != "w0" {
 		t.Fatalf("read %+v; the reset writes were never forwarded, want w0", got)
 	}
 	// The outcome is settled by reading back; a new write on the read token
 	// goes through.
-	mustWrite(t, d, record(1, "w1-again", tok))
+	faultproxy.MustWrite(t, d, faultproxy.Record(1, "w1-again", tok))
 }
 
 // TestCut checks that a client cut off from the store gets errors of
@@ -141,8 +84,8 @@ func TestResetWrite(t *testing.T) {
 // hang, and recovers once access returns.
 func TestCut(t *testing.T) {
 	p, d, direct := proxied(t)
-	tok := mustWrite(t, direct, record(0, "w0", entry.LeaderToken{}))
-	mustRead(t, d) // open a keep-alive connection for the cut to close
+	tok := faultproxy.MustWrite(t, direct, faultproxy.Record(0, "w0", entry.LeaderToken{}))
+	faultproxy.MustRead(t, d) // open a keep-alive connection for the cut to close
 	p.SetCut(true)
 
 	const deadline = 500 * time.Millisecond
@@ -153,7 +96,7 @@ func TestCut(t *testing.T) {
 		if op == "read" {
 			_, err = d.ReadCurrent(ctx)
 		} else {
-			_, err = d.WriteEntry(ctx, record(1, "w-cut", tok))
+			_, err = d.WriteEntry(ctx, faultproxy.Record(1, "w-cut", tok))
 		}
 		cancel()
 		took := time.Since(start)
@@ -165,31 +108,20 @@ func TestCut(t *testing.T) {
 		}
 	}
 	p.SetCut(false)
-	if got := mustRead(t, d); got.WriteID != "w0" {
+	if got := faultproxy.MustRead(t, d); got.WriteID != "w0" {
 		t.Fatalf("read %+v after the cut, want w0", got)
 	}
-	mustWrite(t, d, record(1, "w1", tok))
+	faultproxy.MustWrite(t, d, faultproxy.Record(1, "w1", tok))
 }
 
 // TestLatency checks that a slow store makes calls fail with their deadline
 // and succeed with a longer one.
 func TestLatency(t *testing.T) {
 	p, d, _ := proxied(t)
-	p.SetLatency(200 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	if _, err := d.WriteEntry(ctx, record(0, "w-slow", entry.LeaderToken{})); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("write slower than its deadline: %v; want context.DeadlineExceeded", err)
-	}
-	ctx2, cancel2 := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel2()
-	if _, err := d.ReadCurrent(ctx2); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("read slower than its deadline: %v; want context.DeadlineExceeded", err)
-	}
-	// The timed-out write may still reach the emulator once its delay is
-	// over; either way a read with a sufficient deadline succeeds.
+	faultproxy.MissesDeadline(t, p, d, 200*time.Millisecond)
+	// Either way a read with a sufficient deadline succeeds.
 	p.SetLatency(10 * time.Millisecond)
-	mustRead(t, d)
+	faultproxy.MustRead(t, d)
 }
 
 // TestTransientErrors checks the write retry rules with HTTP errors injected
@@ -204,7 +136,7 @@ func TestTransientErrors(t *testing.T) {
 		before := em.inject.uploadCount()
 		em.inject.queue(fault{status: http.StatusServiceUnavailable}, fault{status: http.StatusTooManyRequests},
 			fault{status: http.StatusRequestTimeout})
-		mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+		faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 		if n := em.inject.uploadCount() - before; n != 4 {
 			t.Errorf("%d upload attempts, want 4 (three transient errors, then success)", n)
 		}
@@ -212,9 +144,9 @@ func TestTransientErrors(t *testing.T) {
 
 	t.Run("LostRaceNotRetried", func(t *testing.T) {
 		d := newDecider(t, c, freshObject(t))
-		mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+		faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 		before := em.inject.uploadCount()
-		_, err := d.WriteEntry(t.Context(), record(0, "w-late", entry.LeaderToken{}))
+		_, err := d.WriteEntry(t.Context(), faultproxy.Record(0, "w-late", entry.LeaderToken{}))
 		if !errors.Is(err, entry.ErrRaceLost) {
 			t.Fatalf("create over an existing record: %v; want ErrRaceLost", err)
 		}
@@ -227,9 +159,9 @@ func TestTransientErrors(t *testing.T) {
 		// 429: the server refused the attempt, so the following 412 is a
 		// genuine lost race.
 		d := newDecider(t, c, freshObject(t))
-		mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+		faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 		em.inject.queue(fault{status: http.StatusTooManyRequests})
-		_, err := d.WriteEntry(t.Context(), record(0, "w-late", entry.LeaderToken{}))
+		_, err := d.WriteEntry(t.Context(), faultproxy.Record(0, "w-late", entry.LeaderToken{}))
 		if !errors.Is(err, entry.ErrRaceLost) {
 			t.Fatalf("429 then 412: %v; want ErrRaceLost", err)
 		}
@@ -239,13 +171,13 @@ func TestTransientErrors(t *testing.T) {
 		// The write is applied but the client is told 503: the retry's
 		// 412 must not be reported as a lost race.
 		d := newDecider(t, c, freshObject(t))
-		tok := mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+		tok := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 		em.inject.queue(fault{status: http.StatusServiceUnavailable, apply: true})
-		_, err := d.WriteEntry(t.Context(), record(1, "w1", tok))
+		_, err := d.WriteEntry(t.Context(), faultproxy.Record(1, "w1", tok))
 		if err == nil || errors.Is(err, entry.ErrRaceLost) {
 			t.Fatalf("applied write answered 503, then 412 on retry: %v; want an error of unknown outcome", err)
 		}
-		if got := mustRead(t, d); got.WriteID != "w1" {
+		if got := faultproxy.MustRead(t, d); got.WriteID != "w1" {
 			t.Fatalf("read %+v, want w1 (applied)", got)
 		}
 	})
@@ -254,7 +186,7 @@ func TestTransientErrors(t *testing.T) {
 		d := newDecider(t, c, freshObject(t))
 		before := em.inject.uploadCount()
 		em.inject.queue(fault{status: http.StatusForbidden})
-		_, err := d.WriteEntry(t.Context(), record(0, "w0", entry.LeaderToken{}))
+		_, err := d.WriteEntry(t.Context(), faultproxy.Record(0, "w0", entry.LeaderToken{}))
 		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "403") {
 			t.Fatalf("403: %v; want a refusal saying 403", err)
 		}
@@ -270,7 +202,7 @@ func TestTransientErrors(t *testing.T) {
 			fault{status: http.StatusServiceUnavailable}, fault{status: http.StatusServiceUnavailable})
 		ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
 		defer cancel()
-		_, err := d.WriteEntry(ctx, record(0, "w0", entry.LeaderToken{}))
+		_, err := d.WriteEntry(ctx, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, entry.ErrRaceLost) {
 			t.Fatalf("503s until the deadline: %v; want an error wrapping context.DeadlineExceeded", err)
 		}

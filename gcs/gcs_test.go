@@ -13,6 +13,7 @@ import (
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/gcs"
+	"github.com/racedecider/leaderelection/internal/faultproxy"
 	"github.com/racedecider/leaderelection/racedecidertest"
 )
 
@@ -213,14 +214,14 @@ func TestClientRetrySettings(t *testing.T) {
 	c := newClient(t, em.addr)
 	c.SetRetry(storage.WithPolicy(storage.RetryAlways), storage.WithMaxAttempts(3))
 	d := newDecider(t, c, freshObject(t))
-	tok := mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+	tok := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
 			if _, err := d.ReadCurrent(t.Context()); err != nil {
 				t.Error(err)
 			}
-			_, err := d.WriteEntry(t.Context(), record(1, fmt.Sprintf("w1-%d", i), tok))
+			_, err := d.WriteEntry(t.Context(), faultproxy.Record(1, fmt.Sprintf("w1-%d", i), tok))
 			if err != nil && !errors.Is(err, entry.ErrRaceLost) {
 				t.Error(err)
 			}
