@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,47 +33,20 @@ func warmUp(t *testing.T, d *postgres.Decider) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := mustWrite(t, other, record(0, "warm0", entry.LeaderToken{}))
-	mustWrite(t, other, record(1, "warm1", tok))
-	mustRead(t, other)
+	tok := faultproxy.MustWrite(t, other, faultproxy.Record(0, "warm0", entry.LeaderToken{}))
+	faultproxy.MustWrite(t, other, faultproxy.Record(1, "warm1", tok))
+	faultproxy.MustRead(t, other)
 }
 
 // TestAmbiguousWrite drops the answer to a write the server applied: the
 // error must not be a lost race, nor a refusal, and reading back shows the
-// write.
+// write. The pool replaces the broken connection.
 func TestAmbiguousWrite(t *testing.T) {
-	for _, create := range []bool{true, false} {
-		name := map[bool]string{true: "Create", false: "Replace"}[create]
-		t.Run(name, func(t *testing.T) {
-			p, d, direct := proxied(t)
-			warmUp(t, d)
-			var tok entry.LeaderToken
-			n := int64(0)
-			if !create {
-				tok = mustWrite(t, direct, record(0, "w-seed", entry.LeaderToken{}))
-				n = 1
-			}
-			p.DropResponses(1)
-			_, err := d.WriteEntry(t.Context(), record(n, "w-ambiguous", tok))
-			if err == nil {
-				t.Fatal("WriteEntry succeeded although its answer was dropped")
-			}
-			if errors.Is(err, entry.ErrRaceLost) || errors.Is(err, entry.ErrRefused) || errors.Is(err, entry.ErrThrottled) {
-				t.Fatalf("WriteEntry after a dropped answer: %v; must be of unknown outcome", err)
-			}
-			if !strings.Contains(err.Error(), "outcome unknown") {
-				t.Errorf("error %q does not say the outcome is unknown", err)
-			}
-			if st := p.Stats(); st.DroppedResponses != 1 {
-				t.Errorf("proxy stats %+v, want 1 dropped response", st)
-			}
-			if got := mustRead(t, direct); got.WriteID != "w-ambiguous" || got.ElectionNumber != n {
-				t.Fatalf("read back %+v; want the ambiguous write (election %d), which was applied", got, n)
-			}
-			// The pool replaces the broken connection.
-			mustRead(t, d)
-		})
-	}
+	faultproxy.AmbiguousWrites(t, func(t *testing.T) *faultproxy.Faulty {
+		p, d, direct := proxied(t)
+		warmUp(t, d)
+		return &faultproxy.Faulty{Proxy: p, D: d, Direct: direct}
+	}, entry.ErrRaceLost, entry.ErrRefused, entry.ErrThrottled)
 }
 
 // TestResetWrite resets the connection before the write reaches the server:
@@ -82,16 +54,16 @@ func TestAmbiguousWrite(t *testing.T) {
 func TestResetWrite(t *testing.T) {
 	p, d, direct := proxied(t)
 	warmUp(t, d)
-	tok := mustWrite(t, direct, record(0, "w0", entry.LeaderToken{}))
+	tok := faultproxy.MustWrite(t, direct, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 	p.ResetNext(1)
-	_, err := d.WriteEntry(t.Context(), record(1, "w-reset", tok))
+	_, err := d.WriteEntry(t.Context(), faultproxy.Record(1, "w-reset", tok))
 	if err == nil || errors.Is(err, entry.ErrRaceLost) || errors.Is(err, entry.ErrRefused) || errors.Is(err, entry.ErrThrottled) {
 		t.Fatalf("WriteEntry on a reset connection: %v; want an error of unknown outcome", err)
 	}
-	if got := mustRead(t, direct); got.WriteID != "w0" {
+	if got := faultproxy.MustRead(t, direct); got.WriteID != "w0" {
 		t.Fatalf("read back %+v; the reset write never reached the server, want w0", got)
 	}
-	mustWrite(t, d, record(1, "w1", tok))
+	faultproxy.MustWrite(t, d, faultproxy.Record(1, "w1", tok))
 }
 
 // TestCut checks that a client cut off from the server fails promptly, not
@@ -99,7 +71,7 @@ func TestResetWrite(t *testing.T) {
 // and comes back.
 func TestCut(t *testing.T) {
 	p, d, direct := proxied(t)
-	tok := mustWrite(t, direct, record(0, "w0", entry.LeaderToken{}))
+	tok := faultproxy.MustWrite(t, direct, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 	if err := postgres.AwaitListening(t.Context(), d); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +84,7 @@ func TestCut(t *testing.T) {
 		case "read":
 			_, err = d.ReadCurrent(ctx)
 		case "write":
-			_, err = d.WriteEntry(ctx, record(1, "w-cut", tok))
+			_, err = d.WriteEntry(ctx, faultproxy.Record(1, "w-cut", tok))
 		case "wait":
 			_, err = d.WaitForChange(ctx, tok)
 		}
@@ -125,10 +97,10 @@ func TestCut(t *testing.T) {
 		}
 	}
 	p.SetCut(false)
-	if got := mustRead(t, d); got.WriteID != "w0" {
+	if got := faultproxy.MustRead(t, d); got.WriteID != "w0" {
 		t.Fatalf("read %+v after the cut, want w0", got)
 	}
-	mustWrite(t, d, record(1, "w1", tok))
+	faultproxy.MustWrite(t, d, faultproxy.Record(1, "w1", tok))
 	if err := postgres.AwaitListening(t.Context(), d); err != nil {
 		t.Fatalf("listener did not come back: %v", err)
 	}
@@ -138,18 +110,8 @@ func TestCut(t *testing.T) {
 // deadline.
 func TestLatency(t *testing.T) {
 	p, d, _ := proxied(t)
-	mustRead(t, d) // connect first: the deadline is for the statement
-	p.SetLatency(300 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	if _, err := d.WriteEntry(ctx, record(0, "w-slow", entry.LeaderToken{})); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("write slower than its deadline: %v; want context.DeadlineExceeded", err)
-	}
-	ctx2, cancel2 := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel2()
-	if _, err := d.ReadCurrent(ctx2); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("read slower than its deadline: %v; want context.DeadlineExceeded", err)
-	}
+	faultproxy.MustRead(t, d) // connect first: the deadline is for the statement
+	faultproxy.MissesDeadline(t, p, d, 300*time.Millisecond)
 	p.SetLatency(0)
-	mustRead(t, d)
+	faultproxy.MustRead(t, d)
 }

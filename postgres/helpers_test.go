@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/testenv"
 	"github.com/racedecider/leaderelection/postgres"
 )
@@ -138,33 +137,4 @@ func exec(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) {
 	if _, err := pool.Exec(t.Context(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
-}
-
-func record(n int64, writeID string, tok entry.LeaderToken) *entry.RaceEntry {
-	return &entry.RaceEntry{
-		ElectionNumber: n, Term: n, LeaderID: "leader-" + writeID,
-		TermExpiry: time.Now().Add(time.Minute), WriteID: writeID, Token: tok,
-	}
-}
-
-func mustRead(t testing.TB, d *postgres.Decider) *entry.RaceEntry {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	e, err := d.ReadCurrent(ctx)
-	if err != nil {
-		t.Fatalf("ReadCurrent: %v", err)
-	}
-	return e
-}
-
-func mustWrite(t testing.TB, d *postgres.Decider, e *entry.RaceEntry) entry.LeaderToken {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	tok, err := d.WriteEntry(ctx, e)
-	if err != nil {
-		t.Fatalf("WriteEntry(%s): %v", e.WriteID, err)
-	}
-	return tok
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/faultproxy"
 	"github.com/racedecider/leaderelection/postgres"
 )
 
@@ -36,7 +37,7 @@ func TestPushAcrossClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := waitAsync(t.Context(), waiter, entry.LeaderToken{})
-	tok := mustWrite(t, writer, record(0, "w0", entry.LeaderToken{}))
+	tok := faultproxy.MustWrite(t, writer, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 	r := <-done
 	if r.err != nil || r.e.WriteID != "w0" || !r.e.Token.SameVersion(tok) {
 		t.Fatalf("WaitForChange across a write by another client = %+v, %v; want w0 at %s", r.e, r.err, tok.Version)
@@ -51,7 +52,7 @@ func TestForgedNotification(t *testing.T) {
 	admin := newPool(t, dsn, 2)
 	table := freshTable(t, admin)
 	d := newDecider(t, newPool(t, dsn, 2), table, freshName("election"))
-	tok := mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+	tok := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 	if err := postgres.AwaitListening(t.Context(), d); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestListenerKilled(t *testing.T) {
 	// down, whatever the machine's load.
 	d := newDecider(t, newPool(t, dsn, 2), table, freshName("election"),
 		postgres.WithReconnectBackoff(4*time.Second, 8*time.Second))
-	tok := mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+	tok := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 	if err := postgres.AwaitListening(t.Context(), d); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestListenerKilled(t *testing.T) {
 		t.Fatal("listener reconnected on the killed process")
 	}
 	done = waitAsync(ctx, d, tok)
-	tok2 := mustWrite(t, d, record(1, "w1", tok))
+	tok2 := faultproxy.MustWrite(t, d, faultproxy.Record(1, "w1", tok))
 	r = <-done
 	if r.err != nil || !r.e.Token.SameVersion(tok2) {
 		t.Fatalf("WaitForChange after the listener reconnected = %+v, %v; want w1", r.e, r.err)
@@ -139,5 +140,5 @@ func TestClose(t *testing.T) {
 	if _, err := d.WaitForChange(t.Context(), entry.LeaderToken{}); err == nil {
 		t.Fatal("WaitForChange after Close succeeded")
 	}
-	mustRead(t, d) // the caller's pool still works
+	faultproxy.MustRead(t, d) // the caller's pool still works
 }

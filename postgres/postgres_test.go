@@ -11,6 +11,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/faultproxy"
 	"github.com/racedecider/leaderelection/postgres"
 	"github.com/racedecider/leaderelection/racedecidertest"
 )
@@ -58,7 +59,7 @@ func TestMissingTable(t *testing.T) {
 		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), d.String()) {
 			t.Errorf("ReadCurrent on missing table %s: %v; want ErrRefused naming %s", table, err, d.String())
 		}
-		_, err = d.WriteEntry(t.Context(), record(0, "w0", entry.LeaderToken{}))
+		_, err = d.WriteEntry(t.Context(), faultproxy.Record(0, "w0", entry.LeaderToken{}))
 		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), d.String()) {
 			t.Errorf("WriteEntry on missing table %s: %v; want ErrRefused naming %s", table, err, d.String())
 		}
@@ -75,12 +76,12 @@ func TestPermissionDenied(t *testing.T) {
 
 	user, pw := newRole(t, admin, table, "SELECT, INSERT")
 	d := newDecider(t, newPool(t, withUser(t, dsn, user, pw), 0), table, "e")
-	tok := mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
-	_, err := d.WriteEntry(t.Context(), record(1, "w1", tok))
+	tok := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
+	_, err := d.WriteEntry(t.Context(), faultproxy.Record(1, "w1", tok))
 	if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "42501") {
 		t.Errorf("UPDATE without the privilege: %v; want ErrRefused with SQLSTATE 42501", err)
 	}
-	if got := mustRead(t, d); got.WriteID != "w0" {
+	if got := faultproxy.MustRead(t, d); got.WriteID != "w0" {
 		t.Errorf("refused write changed the row: %+v", got)
 	}
 
@@ -110,7 +111,7 @@ func TestCreateTable(t *testing.T) {
 		t.Errorf("CreateTable on an existing table: %v", err)
 	}
 	d := newDecider(t, pool, table, "e")
-	mustWrite(t, d, record(0, "w0", entry.LeaderToken{}))
+	faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 
 	// Schema-qualified.
 	schema := freshName("le_schema")
@@ -118,7 +119,7 @@ func TestCreateTable(t *testing.T) {
 	if err := postgres.CreateTable(t.Context(), pool, schema+".elections"); err != nil {
 		t.Fatalf("CreateTable(%s.elections): %v", schema, err)
 	}
-	mustWrite(t, newDecider(t, pool, schema+".elections", "e"), record(0, "w0", entry.LeaderToken{}))
+	faultproxy.MustWrite(t, newDecider(t, pool, schema+".elections", "e"), faultproxy.Record(0, "w0", entry.LeaderToken{}))
 }
 
 func TestNewRejectsBadInput(t *testing.T) {
@@ -211,10 +212,10 @@ func TestErrorClasses(t *testing.T) {
 func BenchmarkWriteEntry(b *testing.B) {
 	pool := newPool(b, serverDSN(b), 2)
 	d := newDecider(b, pool, freshTable(b, pool), freshName("election"))
-	tok := mustWrite(b, d, record(0, "w0", entry.LeaderToken{}))
+	tok := faultproxy.MustWrite(b, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 	n := int64(1)
 	for b.Loop() {
-		tok = mustWrite(b, d, record(n, fmt.Sprintf("w%d", n), tok))
+		tok = faultproxy.MustWrite(b, d, faultproxy.Record(n, fmt.Sprintf("w%d", n), tok))
 		n++
 	}
 }
@@ -223,8 +224,8 @@ func BenchmarkWriteEntry(b *testing.B) {
 func BenchmarkReadCurrent(b *testing.B) {
 	pool := newPool(b, serverDSN(b), 2)
 	d := newDecider(b, pool, freshTable(b, pool), freshName("election"))
-	mustWrite(b, d, record(0, "w0", entry.LeaderToken{}))
+	faultproxy.MustWrite(b, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 	for b.Loop() {
-		mustRead(b, d)
+		faultproxy.MustRead(b, d)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/faultproxy"
 	"github.com/racedecider/leaderelection/postgres"
 )
 
@@ -68,7 +69,7 @@ func TestOpenDecider(t *testing.T) {
 			t.Errorf("ReadCurrent through %s: %v", scheme, err)
 		}
 		if scheme == "postgres" {
-			mustWrite(t, pd, record(0, "w0", entry.LeaderToken{}))
+			faultproxy.MustWrite(t, pd, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 		}
 		pd.Close()
 		// The pool was the Decider's: closed with it.
