@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/internal/faultproxy"
 	"github.com/racedecider/leaderelection/racedecidertest"
 	les3 "github.com/racedecider/leaderelection/s3"
@@ -15,13 +16,12 @@ import (
 func TestElection(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *store) {
 		key := newKey()
-		racedecidertest.RunElection(t, func(t *testing.T, candidate int) racedecidertest.Access {
-			p := faultproxy.Start(t, s.hostPort(t))
-			d, err := les3.NewDecider(s.client(t, "http://"+p.Addr()), s.bucket, key)
+		faultproxy.RunElection(t, s.hostPort(t), func(t *testing.T, proxyAddr string) leaderelection.RaceDecider {
+			d, err := les3.NewDecider(s.client(t, "http://"+proxyAddr), s.bucket, key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return racedecidertest.Access{Decider: d, Cut: p.SetCut}
+			return d
 		}, racedecidertest.Timing{TermLength: 2 * time.Second, MaxClockSkew: 200 * time.Millisecond})
 	})
 }
