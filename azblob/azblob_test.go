@@ -14,35 +14,11 @@ import (
 	leaderelection "github.com/racedecider/leaderelection"
 	leazblob "github.com/racedecider/leaderelection/azblob"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/faultproxy"
 	"github.com/racedecider/leaderelection/racedecidertest"
 )
 
 var _ leaderelection.RaceDecider = (*leazblob.Decider)(nil)
-
-func record(n int64, writeID string, tok entry.LeaderToken) *entry.RaceEntry {
-	return &entry.RaceEntry{
-		ElectionNumber: n, Term: n, LeaderID: "leader-" + writeID,
-		TermExpiry: time.Now().Add(time.Minute).UTC(), WriteID: writeID, Token: tok,
-	}
-}
-
-func mustWrite(t *testing.T, d *leazblob.Decider, e *entry.RaceEntry) entry.LeaderToken {
-	t.Helper()
-	tok, err := d.WriteEntry(t.Context(), e)
-	if err != nil {
-		t.Fatalf("WriteEntry(%s): %v", e.WriteID, err)
-	}
-	return tok
-}
-
-func mustRead(t *testing.T, d *leazblob.Decider) *entry.RaceEntry {
-	t.Helper()
-	e, err := d.ReadCurrent(t.Context())
-	if err != nil {
-		t.Fatalf("ReadCurrent: %v", err)
-	}
-	return e
-}
 
 func TestNewDeciderValidates(t *testing.T) {
 	c, err := container.NewClientWithNoCredential("https://acct.blob.core.windows.net/elections", nil)
@@ -132,14 +108,14 @@ func TestCorruptRecords(t *testing.T) {
 func TestIfMatchOnDeletedBlobLosesRace(t *testing.T) {
 	s := azurite(t)
 	d, name := s.decider(t, "")
-	tok := mustWrite(t, d, record(0, "w-0", entry.LeaderToken{}))
+	tok := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w-0", entry.LeaderToken{}))
 	s.rawDelete(t, name)
-	_, err := d.WriteEntry(t.Context(), record(1, "w-1", tok))
+	_, err := d.WriteEntry(t.Context(), faultproxy.Record(1, "w-1", tok))
 	if !errors.Is(err, entry.ErrRaceLost) {
 		t.Fatalf("If-Match write on a deleted blob: err = %v, want entry.ErrRaceLost", err)
 	}
 	t.Logf("Azurite answers: %v", err)
-	if got := mustRead(t, d); got.ElectionNumber != entry.NoElections {
+	if got := faultproxy.MustRead(t, d); got.ElectionNumber != entry.NoElections {
 		t.Fatalf("read after delete = %+v; want no elections", got)
 	}
 }
@@ -148,8 +124,8 @@ func TestIfMatchOnDeletedBlobLosesRace(t *testing.T) {
 func TestCreateOnExistingBlobLosesRace(t *testing.T) {
 	s := azurite(t)
 	d, _ := s.decider(t, "")
-	mustWrite(t, d, record(0, "w-0", entry.LeaderToken{}))
-	_, err := d.WriteEntry(t.Context(), record(0, "w-1", entry.LeaderToken{}))
+	faultproxy.MustWrite(t, d, faultproxy.Record(0, "w-0", entry.LeaderToken{}))
+	_, err := d.WriteEntry(t.Context(), faultproxy.Record(0, "w-1", entry.LeaderToken{}))
 	if !errors.Is(err, entry.ErrRaceLost) {
 		t.Fatalf("create on an existing blob: err = %v, want entry.ErrRaceLost", err)
 	}
@@ -173,7 +149,7 @@ func TestMissingContainerIsRefused(t *testing.T) {
 		t.Errorf("error %q does not name the blob", err)
 	}
 	for _, tok := range []entry.LeaderToken{{}, {Version: `"0x8DD00000000000"`}} {
-		_, err = d.WriteEntry(t.Context(), record(1, "w", tok))
+		_, err = d.WriteEntry(t.Context(), faultproxy.Record(1, "w", tok))
 		if !errors.Is(err, entry.ErrRefused) || errors.Is(err, entry.ErrRaceLost) {
 			t.Fatalf("write (token %q) to a missing container: err = %v, want entry.ErrRefused", tok.Version, err)
 		}
@@ -192,7 +168,7 @@ func TestWrongKeyIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, rerr := d.ReadCurrent(t.Context())
-	_, werr := d.WriteEntry(t.Context(), record(0, "w", entry.LeaderToken{}))
+	_, werr := d.WriteEntry(t.Context(), faultproxy.Record(0, "w", entry.LeaderToken{}))
 	for what, err := range map[string]error{"read": rerr, "write": werr} {
 		if !errors.Is(err, entry.ErrRefused) {
 			t.Errorf("%s with a wrong key: err = %v, want entry.ErrRefused", what, err)
@@ -213,7 +189,7 @@ func TestWrongKeyIsRefused(t *testing.T) {
 func TestLeasedBlobIsRefused(t *testing.T) {
 	s := azurite(t)
 	d, name := s.decider(t, "")
-	tok := mustWrite(t, d, record(0, "w-0", entry.LeaderToken{}))
+	tok := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w-0", entry.LeaderToken{}))
 	lc, err := lease.NewBlobClient(s.rawBlob(t, name), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -222,12 +198,12 @@ func TestLeasedBlobIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _, _ = lc.ReleaseLease(t.Context(), nil) }()
-	_, err = d.WriteEntry(t.Context(), record(1, "w-1", tok))
+	_, err = d.WriteEntry(t.Context(), faultproxy.Record(1, "w-1", tok))
 	if !errors.Is(err, entry.ErrRefused) || errors.Is(err, entry.ErrRaceLost) {
 		t.Fatalf("write to a leased blob: err = %v, want entry.ErrRefused", err)
 	}
 	t.Logf("leased blob: %v", err)
-	if got := mustRead(t, d); got.WriteID != "w-0" {
+	if got := faultproxy.MustRead(t, d); got.WriteID != "w-0" {
 		t.Fatalf("read %+v after the refused write, want w-0", got)
 	}
 }
@@ -238,8 +214,8 @@ func TestTokens(t *testing.T) {
 	s := azurite(t)
 	d, _ := s.decider(t, "")
 	before := time.Now().Add(-time.Minute)
-	tok := mustWrite(t, d, record(0, "w-0", entry.LeaderToken{}))
-	got := mustRead(t, d)
+	tok := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w-0", entry.LeaderToken{}))
+	got := faultproxy.MustRead(t, d)
 	if got.Token.Version != tok.Version {
 		t.Errorf("read ETag %s, write returned %s", got.Token.Version, tok.Version)
 	}
@@ -250,7 +226,7 @@ func TestTokens(t *testing.T) {
 	}
 	// Identical bodies get different ETags: Azure's ETags are not content
 	// hashes, so a stale writer cannot match a newer identical record.
-	tok2 := mustWrite(t, d, &entry.RaceEntry{ElectionNumber: got.ElectionNumber, Term: got.Term,
+	tok2 := faultproxy.MustWrite(t, d, &entry.RaceEntry{ElectionNumber: got.ElectionNumber, Term: got.Term,
 		LeaderID: got.LeaderID, TermExpiry: got.TermExpiry, WriteID: got.WriteID, Token: tok})
 	if tok2.Version == tok.Version {
 		t.Errorf("rewriting identical content kept ETag %s", tok.Version)
@@ -282,7 +258,7 @@ func TestErrorsHideSASToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, rerr := d.ReadCurrent(t.Context())
-		_, werr := d.WriteEntry(t.Context(), record(0, "w", entry.LeaderToken{}))
+		_, werr := d.WriteEntry(t.Context(), faultproxy.Record(0, "w", entry.LeaderToken{}))
 		for _, err := range []error{rerr, werr} {
 			if err == nil {
 				t.Fatalf("%s: a request with a bogus SAS succeeded", ep)
@@ -301,8 +277,8 @@ func TestDecidersShareNothing(t *testing.T) {
 	s := azurite(t)
 	a, _ := s.decider(t, "")
 	b, _ := s.decider(t, "")
-	mustWrite(t, a, record(0, "w-a", entry.LeaderToken{}))
-	if got := mustRead(t, b); got.ElectionNumber != entry.NoElections {
+	faultproxy.MustWrite(t, a, faultproxy.Record(0, "w-a", entry.LeaderToken{}))
+	if got := faultproxy.MustRead(t, b); got.ElectionNumber != entry.NoElections {
 		t.Fatalf("other blob reads %+v", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	leaderelection "github.com/racedecider/leaderelection"
 	leazblob "github.com/racedecider/leaderelection/azblob"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/faultproxy"
 )
 
 // clearEnv unsets every variable the URL opener reads, for this test.
@@ -102,7 +103,7 @@ func TestOpenURL(t *testing.T) {
 			if got := d.(*leazblob.Decider).String(); got != s.objectName(name) {
 				t.Errorf("String() = %q, want %q", got, s.objectName(name))
 			}
-			tok, err := d.WriteEntry(t.Context(), record(0, "w-0", entry.LeaderToken{}))
+			tok, err := d.WriteEntry(t.Context(), faultproxy.Record(0, "w-0", entry.LeaderToken{}))
 			if err != nil {
 				t.Fatal(err)
 			}
