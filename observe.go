@@ -206,10 +206,12 @@ type Event struct {
 // ClockOffset bounds the offset of the store's clock from this host's: the
 // store's clock read this host's plus an offset within [Low, High]. A write
 // sent at local time t0, answered at t1 and committed at store time c gives
-// c - t1 <= offset <= c - t0, each side widened by the precision of c (a
-// second for stores that report it in whole seconds); a read gives only the
-// lower bound (the record it returns was committed before it answered). The
-// bound is the intersection of the recent samples.
+// c - t1 <= offset <= c - t0, widened by the precision p of c (a second for
+// stores that report whole seconds): by p below, as c may be rounded, and by
+// 2p above, as c may be truncated and, when it is an HTTP Date header, taken
+// from a cache refreshed once a second. A read gives only the lower bound
+// (the record it returns was committed before it answered). The bound is
+// the intersection of the recent samples.
 type ClockOffset struct {
 	Low, High time.Duration
 	// Samples is how many samples the bound rests on; zero means nothing
@@ -312,9 +314,13 @@ func (cc *clockCheck) add(t0, t1, c time.Time, write bool) (ClockOffset, bool) {
 		p = min(p, cc.precision)
 	}
 	cc.precision, cc.seen = p, true
+	// A commit time may be rounded to its precision (so the true one is
+	// up to p later or earlier) or truncated; an HTTP Date header may also
+	// come from a cache refreshed once a second (fasthttp's, which
+	// versitygw serves): up to 2p earlier than the truth, never later.
 	s := offsetSample{at: t1, low: c.Sub(t1) - p, high: maxDuration, highKnown: write}
 	if write {
-		s.high = c.Sub(t0) + p
+		s.high = c.Sub(t0) + 2*p
 	}
 	cc.prune(t1)
 	if cur, _ := cc.intersect(offsetSample{low: minDuration, high: maxDuration}); !write && cur.Known() && s.low <= cur.Low {
