@@ -27,7 +27,10 @@ fi
 command -v gcc >/dev/null || { echo "modelcheck: gcc is needed" >&2; exit 2; }
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/modelcheck.XXXXXX")
-if [ "${MODELCHECK_KEEP:-}" != 1 ]; then
+if [ "${MODELCHECK_KEEP:-}" = 1 ]; then
+	echo "modelcheck: keeping generated files in $TMP (replay a trail there:" \
+		"cd $TMP/NAME && spin -t -p -g election.pml, with the same -D flags)"
+else
 	trap 'rm -rf "$TMP"' EXIT
 fi
 
