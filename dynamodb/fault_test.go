@@ -1,8 +1,6 @@
 package dynamodb_test
 
 import (
-	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -13,15 +11,9 @@ import (
 	"github.com/racedecider/leaderelection/racedecidertest"
 )
 
-// faulty is a Decider whose every request goes through a fault proxy, and
-// one that goes to the server directly, on the same item.
-type faulty struct {
-	proxy  *faultproxy.Proxy
-	d      *ledynamodb.Decider // through the proxy
-	direct *ledynamodb.Decider // straight to the server
-}
-
-func newFaulty(t *testing.T, s *store, opts ...ledynamodb.Option) *faulty {
+// newFaulty returns a Decider whose every request goes through a fault
+// proxy, and one that goes to the server directly, on the same item.
+func newFaulty(t *testing.T, s *store, opts ...ledynamodb.Option) *faultproxy.Faulty {
 	t.Helper()
 	p := faultproxy.Start(t, s.hostPort(t))
 	d, key := s.decider(t, newClient(t, "http://"+p.Addr()), opts...)
@@ -29,32 +21,7 @@ func newFaulty(t *testing.T, s *store, opts ...ledynamodb.Option) *faulty {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &faulty{proxy: p, d: d, direct: direct}
-}
-
-func faultRecord(n int64, writeID string, tok entry.LeaderToken) *entry.RaceEntry {
-	return &entry.RaceEntry{
-		ElectionNumber: n, Term: n, LeaderID: "leader-" + writeID,
-		TermExpiry: time.Now().Add(time.Minute).UTC(), WriteID: writeID, Token: tok,
-	}
-}
-
-func mustWrite(t *testing.T, d *ledynamodb.Decider, e *entry.RaceEntry) entry.LeaderToken {
-	t.Helper()
-	tok, err := d.WriteEntry(t.Context(), e)
-	if err != nil {
-		t.Fatalf("WriteEntry(%s): %v", e.WriteID, err)
-	}
-	return tok
-}
-
-func mustRead(t *testing.T, d *ledynamodb.Decider) *entry.RaceEntry {
-	t.Helper()
-	e, err := d.ReadCurrent(t.Context())
-	if err != nil {
-		t.Fatalf("ReadCurrent: %v", err)
-	}
-	return e
+	return &faultproxy.Faulty{Proxy: p, D: d, Direct: direct}
 }
 
 // TestFaults runs the backend through a TCP proxy that delays, drops
@@ -63,9 +30,7 @@ func TestFaults(t *testing.T) {
 	s := newStore(t)
 
 	t.Run("latency", func(t *testing.T) {
-		f := newFaulty(t, s)
-		f.proxy.SetLatency(20 * time.Millisecond)
-		racedecidertest.RaceWriters(t, slices.Repeat([]leaderelection.RaceDecider{f.d}, 10), 1)
+		faultproxy.RaceUnderLatency(t, newFaulty(t, s))
 	})
 
 	// The SDK retries a PutItem whose answer was lost; the retry fails its
@@ -80,89 +45,39 @@ func TestFaults(t *testing.T) {
 			var tok entry.LeaderToken
 			n := int64(0)
 			if !tc.first {
-				tok = mustWrite(t, f.d, faultRecord(0, "w-0", entry.LeaderToken{}))
+				tok = faultproxy.MustWrite(t, f.D, faultproxy.Record(0, "w-0", entry.LeaderToken{}))
 				n = 1
 			}
-			f.proxy.DropResponses(1)
-			got, err := f.d.WriteEntry(t.Context(), faultRecord(n, "w-mine", tok))
+			f.Proxy.DropResponses(1)
+			got, err := f.D.WriteEntry(t.Context(), faultproxy.Record(n, "w-mine", tok))
 			if err != nil {
 				t.Fatalf("WriteEntry whose first answer was dropped: %v; want success, recognised by the SDK's retry", err)
 			}
-			if st := f.proxy.Stats(); st.DroppedResponses != 1 {
+			if st := f.Proxy.Stats(); st.DroppedResponses != 1 {
 				t.Fatalf("proxy stats %+v, want one dropped response", st)
 			}
-			cur := mustRead(t, f.direct)
+			cur := faultproxy.MustRead(t, f.Direct)
 			if cur.WriteID != "w-mine" || !cur.Token.SameVersion(got) {
 				t.Fatalf("read %+v, want w-mine with the token WriteEntry returned (%s)", cur, got.Version)
 			}
 			// The token works for the next write.
-			mustWrite(t, f.d, faultRecord(n+1, "w-next", got))
+			faultproxy.MustWrite(t, f.D, faultproxy.Record(n+1, "w-next", got))
 		})
 	}
 
 	t.Run("dropped response of a losing write", func(t *testing.T) {
-		f := newFaulty(t, s)
-		tok := mustWrite(t, f.d, faultRecord(0, "w-0", entry.LeaderToken{}))
-		mustWrite(t, f.direct, faultRecord(1, "w-other", tok))
-		f.proxy.DropResponses(1)
-		_, err := f.d.WriteEntry(t.Context(), faultRecord(1, "w-stale", tok))
-		if err == nil {
-			t.Fatal("a stale write succeeded")
-		}
 		// The retry is refused and finds another record: after an attempt
 		// whose fate is unknown that is not proof of a lost race.
-		if errors.Is(err, entry.ErrRaceLost) {
-			t.Fatalf("stale write with its answer dropped: %v; after an ambiguous attempt it must not claim a lost race", err)
-		}
-		t.Logf("stale write with its answer dropped: %v", err)
-		if got := mustRead(t, f.d); got.WriteID != "w-other" {
-			t.Fatalf("read back %+v, want w-other untouched", got)
-		}
+		faultproxy.DroppedLosingWrite(t, newFaulty(t, s), entry.ErrRaceLost)
 	})
 
 	t.Run("reset", func(t *testing.T) {
-		f := newFaulty(t, s)
 		// One reset: the SDK retries, and the write lands once.
-		f.proxy.ResetNext(1)
-		tok := mustWrite(t, f.d, faultRecord(0, "w-0", entry.LeaderToken{}))
-		if st := f.proxy.Stats(); st.Resets != 1 {
-			t.Fatalf("proxy stats %+v, want one reset", st)
-		}
-		f.proxy.ResetNext(1)
-		if got := mustRead(t, f.d); got.WriteID != "w-0" || !got.Token.SameVersion(tok) {
-			t.Fatalf("read %+v, want w-0 with token %s", got, tok.Version)
-		}
-		// Resets on every attempt: an error, not a lost race, nothing written.
-		f.proxy.ResetNext(100)
-		_, err := f.d.WriteEntry(t.Context(), faultRecord(1, "w-1", tok))
-		if err == nil || errors.Is(err, entry.ErrRaceLost) || errors.Is(err, entry.ErrRefused) {
-			t.Fatalf("WriteEntry with every attempt reset: err = %v, want an unknown outcome", err)
-		}
-		if _, err := f.d.ReadCurrent(t.Context()); err == nil {
-			t.Fatal("ReadCurrent with every attempt reset succeeded")
-		}
-		f.proxy.ResetNext(0)
-		if got := mustRead(t, f.d); got.WriteID != "w-0" {
-			t.Fatalf("read %+v after the reset writes, want w-0", got)
-		}
+		faultproxy.Resets(t, newFaulty(t, s), entry.ErrRaceLost, entry.ErrRefused)
 	})
 
 	t.Run("cut", func(t *testing.T) {
-		f := newFaulty(t, s, ledynamodb.WithTimeout(5*time.Second))
-		tok := mustWrite(t, f.d, faultRecord(0, "w-0", entry.LeaderToken{}))
-		f.proxy.SetCut(true)
-		if _, err := f.d.ReadCurrent(t.Context()); err == nil {
-			t.Fatal("ReadCurrent while cut succeeded")
-		}
-		_, err := f.d.WriteEntry(t.Context(), faultRecord(1, "w-1", tok))
-		if err == nil || errors.Is(err, entry.ErrRaceLost) || errors.Is(err, entry.ErrRefused) {
-			t.Fatalf("WriteEntry while cut: err = %v, want an unknown outcome", err)
-		}
-		f.proxy.SetCut(false)
-		if got := mustRead(t, f.d); got.WriteID != "w-0" {
-			t.Fatalf("read %+v after the cut, want w-0", got)
-		}
-		mustWrite(t, f.d, faultRecord(1, "w-2", tok))
+		faultproxy.Cut(t, newFaulty(t, s, ledynamodb.WithTimeout(5*time.Second)), entry.ErrRaceLost, entry.ErrRefused)
 	})
 }
 
@@ -172,12 +87,11 @@ func TestFaults(t *testing.T) {
 func TestElection(t *testing.T) {
 	s := newStore(t)
 	key := newKey()
-	racedecidertest.RunElection(t, func(t *testing.T, candidate int) racedecidertest.Access {
-		p := faultproxy.Start(t, s.hostPort(t))
-		d, err := ledynamodb.NewDecider(newClient(t, "http://"+p.Addr()), s.table, key)
+	faultproxy.RunElection(t, s.hostPort(t), func(t *testing.T, proxyAddr string) leaderelection.RaceDecider {
+		d, err := ledynamodb.NewDecider(newClient(t, "http://"+proxyAddr), s.table, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return racedecidertest.Access{Decider: d, Cut: p.SetCut}
+		return d
 	}, racedecidertest.Timing{TermLength: 2 * time.Second, MaxClockSkew: 200 * time.Millisecond})
 }

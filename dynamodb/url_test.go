@@ -8,6 +8,7 @@ import (
 	leaderelection "github.com/racedecider/leaderelection"
 	ledynamodb "github.com/racedecider/leaderelection/dynamodb"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/faultproxy"
 )
 
 func TestOpenDeciderErrors(t *testing.T) {
@@ -60,7 +61,7 @@ func TestOpenDecider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := mustRead(t, direct); !got.Token.SameVersion(tok) {
+	if got := faultproxy.MustRead(t, direct); !got.Token.SameVersion(tok) {
 		t.Errorf("read %+v through a client of our own, want the token %q", got, tok.Version)
 	}
 }
