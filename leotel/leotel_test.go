@@ -55,7 +55,7 @@ func (p *process) value(t *testing.T, name string, attrs ...string) (v float64, 
 	}
 	match := func(set attribute.Set) bool {
 		for i := 0; i+1 < len(attrs); i += 2 {
-			if val, ok := set.Value(attribute.Key(attrs[i])); !ok || val.Emit() != attrs[i+1] {
+			if val, ok := set.Value(attribute.Key(attrs[i])); !ok || val.AsString() != attrs[i+1] {
 				return false
 			}
 		}
