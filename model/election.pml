@@ -219,7 +219,11 @@ lead:
 			goto campaign
 		fi
 	   }
+#ifdef ALLRELEASE
+	:: goto release		/* every process may release */
+#else
 	:: me == RELEASER -> goto release
+#endif
 	od;
 
 extreadback:
