@@ -137,10 +137,8 @@ func TestElectionMetrics(t *testing.T) {
 		}
 		wctx, stopWatch := context.WithCancel(t.Context())
 		watchDone := make(chan error, 1)
-		go func() {
-			w := leaderelection.WatchConfig{Decider: mem, MaxClockSkew: skew, Observer: newObserver("watcher")}
-			watchDone <- w.Watch(wctx, func(context.Context, leaderelection.Change) {})
-		}()
+		watcher := leaderelection.WatchConfig{Decider: mem, MaxClockSkew: skew, Observer: newObserver("watcher")}
+		go func() { watchDone <- watcher.Watch(wctx, func(context.Context, leaderelection.Change) {}) }()
 
 		start("a")
 		first := m.Next(time.Hour)
