@@ -1,0 +1,119 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// class is what one answer of the API server means for the election: the
+// four classes of the RaceDecider contract, plus a missing Lease for reads.
+type class int
+
+const (
+	// unknown: the request may or may not have been applied (timeout,
+	// reset, 5xx, or anything not recognised).
+	unknown class = iota
+	// missing: a read found no Lease of that name.
+	missing
+	// raceLost: the write's condition did not hold; not applied.
+	raceLost
+	// throttled: the server asked to slow down; not applied.
+	throttled
+	// refused: the server refused for good; not applied.
+	refused
+)
+
+// request is the kind of request an answer was given to.
+type request int
+
+const (
+	reqGet    request = iota // GET of the Lease (and the dry-run create after a 404)
+	reqCreate                // POST: the first write
+	reqUpdate                // PUT conditioned on resourceVersion
+	reqWatch                 // LIST and WATCH of the Lease
+)
+
+// classify maps one answer of the API server to a request to its class,
+// with a short reason for the error message. It is the only place that
+// interprets the API server's status codes and reasons.
+//
+// Only a Status the API server sent counts as an answer. client-go makes up
+// a Status for some failures that never reached the server or whose answer
+// was lost; those carry no verdict and are unknown, as are 5xx answers
+// (etcd timeouts, 504 from the server's own request timeout): the write may
+// have been applied.
+func classify(err error, req request) (class, string) {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		return unknown, "" // no answer: timeout, reset, refused connection, ...
+	}
+	st := se.Status()
+	code := int(st.Code)
+	switch {
+	case st.Reason == metav1.StatusReasonConflict || (code == http.StatusConflict && req == reqUpdate):
+		if req == reqUpdate {
+			return raceLost, "the Lease changed since it was read (409 Conflict)"
+		}
+		return unknown, "409 Conflict"
+	case st.Reason == metav1.StatusReasonAlreadyExists:
+		if req == reqCreate {
+			return raceLost, "the Lease was created by another writer (409 AlreadyExists)"
+		}
+		return unknown, "409 AlreadyExists"
+	case code == http.StatusNotFound:
+		// A 404 names what is missing in its details: the Lease, or the
+		// namespace a create was sent to.
+		if st.Details != nil && st.Details.Kind == "namespaces" {
+			return refused, fmt.Sprintf("the namespace %q does not exist (404)", st.Details.Name)
+		}
+		switch req {
+		case reqGet:
+			return missing, ""
+		case reqUpdate:
+			// The Lease conditioned on was deleted: another writer (or
+			// an operator) changed it.
+			return raceLost, "the Lease conditioned on was deleted (404 NotFound)"
+		}
+		return refused, "404 NotFound: " + st.Message
+	case code == http.StatusTooManyRequests:
+		// Priority and fairness rejected the request before it ran.
+		return throttled, "the API server asks to slow down (429 TooManyRequests)"
+	case code == http.StatusUnauthorized:
+		return refused, "401 Unauthorized: the credentials are missing, wrong or expired"
+	case code == http.StatusForbidden:
+		// RBAC denial, or a namespace being terminated.
+		return refused, "403 Forbidden: " + st.Message
+	case code == http.StatusGone:
+		return unknown, "410 Gone"
+	case code >= 400 && code < 500 && code != http.StatusRequestTimeout:
+		// 400 BadRequest, 405 MethodNotAllowed, 422 Invalid, 415, ...: the
+		// same request would be refused again.
+		return refused, fmt.Sprintf("%d %s: %s", code, st.Reason, st.Message)
+	}
+	return unknown, ""
+}
+
+// fail wraps err from the request req, for the Lease d names, into the
+// error the RaceDecider contract asks for. It is the one place that turns
+// classes into the shared sentinels.
+func (d *Decider) fail(ctx context.Context, what string, req request, err error) error {
+	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		// client-go does not always wrap the context's error.
+		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
+	c, reason := classify(err, req)
+	switch c {
+	case raceLost:
+		return fmt.Errorf("kube: %s %s: %s: %w", what, d.name, reason, errRaceLost)
+	case throttled:
+		return fmt.Errorf("kube: %s %s: %s: %w: %w", what, d.name, reason, errThrottled, err)
+	case refused:
+		return fmt.Errorf("kube: %s %s: %s: %w: %w", what, d.name, reason, errRefused, err)
+	}
+	return fmt.Errorf("kube: %s %s: %w", what, d.name, err)
+}

@@ -1,0 +1,219 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/racedecider/leaderelection/entry"
+)
+
+var (
+	errRaceLost  = entry.ErrRaceLost
+	errThrottled = entry.ErrThrottled
+	errRefused   = entry.ErrRefused
+)
+
+// Decider is a leaderelection.RaceDecider and leaderelection.ChangeNotifier
+// on one coordination.k8s.io/v1 Lease. It is safe for concurrent use. Close
+// stops the watch that WaitForChange starts.
+type Decider struct {
+	leases    coordclient.LeaseInterface
+	namespace string
+	lease     string
+	name      string // "lease NAMESPACE/NAME", for errors
+	backoff   backoffConfig
+
+	mu     sync.Mutex
+	last   *coordinationv1.Lease // the Lease most recently read or written
+	w      *watcher
+	closed bool
+}
+
+// NewDecider returns a Decider on the Lease name in namespace, through
+// client. The Lease need not exist: the first election creates it. The
+// namespace must exist: a missing namespace is a refusal (entry.ErrRefused).
+//
+// The client's identity needs get, list, watch, create and update on Leases
+// in namespace (see the package documentation for a Role). client-go limits
+// each client's request rate on its side (rest.Config.QPS and Burst, 5 and 10
+// by default); an election needs only a few requests per term, but many
+// Deciders sharing one client add up.
+func NewDecider(client kubernetes.Interface, namespace, name string) (*Decider, error) {
+	if client == nil {
+		return nil, errors.New("kube: NewDecider with a nil client")
+	}
+	if errs := apivalidation.ValidateNamespaceName(namespace, false); len(errs) > 0 {
+		return nil, fmt.Errorf("kube: namespace %q: %s", namespace, errs[0])
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return nil, fmt.Errorf("kube: Lease name %q: %s", name, errs[0])
+	}
+	return &Decider{
+		leases:    client.CoordinationV1().Leases(namespace),
+		namespace: namespace,
+		lease:     name,
+		name:      "lease " + namespace + "/" + name,
+		backoff:   defaultBackoff,
+	}, nil
+}
+
+// NewDeciderForConfig is NewDecider with a client made from cfg, such as
+// rest.InClusterConfig's or one loaded from a kubeconfig by
+// k8s.io/client-go/tools/clientcmd.
+func NewDeciderForConfig(cfg *rest.Config, namespace, name string) (*Decider, error) {
+	if cfg == nil {
+		return nil, errors.New("kube: NewDeciderForConfig with a nil rest.Config")
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube: client for %s: %w", cfg.Host, err)
+	}
+	return NewDecider(client, namespace, name)
+}
+
+// Namespace returns the namespace of the Lease.
+func (d *Decider) Namespace() string { return d.namespace }
+
+// Name returns the name of the Lease.
+func (d *Decider) Name() string { return d.lease }
+
+// Close stops the watch WaitForChange runs, if any; later WaitForChange
+// calls fail. ReadCurrent and WriteEntry keep working.
+func (d *Decider) Close() error {
+	d.mu.Lock()
+	w := d.w
+	d.closed, d.w = true, nil
+	d.mu.Unlock()
+	if w != nil {
+		w.stop()
+	}
+	return nil
+}
+
+// remember keeps l as the Lease most recently seen, so that a write
+// conditioned on its resourceVersion can start from it (keeping its labels,
+// other annotations and spec fields) without reading it again.
+func (d *Decider) remember(l *coordinationv1.Lease) {
+	d.mu.Lock()
+	d.last = l
+	d.mu.Unlock()
+}
+
+// ReadCurrent implements leaderelection.RaceDecider. It reads the Lease
+// with a quorum read (no resourceVersion, so not from the watch cache).
+func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("kube: read %s: %w", d.name, err)
+	}
+	l, err := d.leases.Get(ctx, d.lease, metav1.GetOptions{})
+	if err != nil {
+		if c, _ := classify(err, reqGet); c == missing {
+			return d.readMissing(ctx)
+		}
+		return nil, d.fail(ctx, "read", reqGet, err)
+	}
+	d.remember(l)
+	return d.toEntry(l)
+}
+
+// readMissing tells a missing Lease from a missing namespace, which a GET
+// does not: both are a bare 404 for the Lease. A dry-run create (never
+// applied, needs only the create permission the Decider needs anyway) is
+// refused with a 404 naming the namespace when that is what is missing.
+// When the dry run is forbidden (an observer allowed only to read), the
+// Lease counts as missing: there is no way to tell.
+func (d *Decider) readMissing(ctx context.Context) (*entry.RaceEntry, error) {
+	probe := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: d.lease, Namespace: d.namespace}}
+	_, err := d.leases.Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		if c, _ := classify(err, reqCreate); c == refused && !isForbidden(err) {
+			return nil, d.fail(ctx, "read", reqCreate, err)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("kube: read %s: %w", d.name, ctx.Err())
+		}
+	}
+	return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
+}
+
+// WriteEntry implements leaderelection.RaceDecider: a create when
+// rentry.Token is zero, otherwise an update conditioned on the
+// resourceVersion in rentry.Token. The update starts from the Lease as last
+// read or written (one GET first if this Decider has not seen that version),
+// so that fields and annotations it does not own are kept.
+func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entry.LeaderToken, error) {
+	if err := ctx.Err(); err != nil {
+		return entry.LeaderToken{}, fmt.Errorf("kube: write %s: %w", d.name, err)
+	}
+	data, err := entry.Marshal(rentry)
+	if err != nil {
+		return entry.LeaderToken{}, fmt.Errorf("kube: write %s: %w", d.name, err)
+	}
+	now := time.Now()
+	if rentry.Token.IsZero() {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: d.lease, Namespace: d.namespace}}
+		setRecord(l, rentry, data, nil, now)
+		out, err := d.leases.Create(ctx, l, metav1.CreateOptions{})
+		if err != nil {
+			return entry.LeaderToken{}, d.fail(ctx, "create", reqCreate, err)
+		}
+		d.remember(out)
+		return token(out), nil
+	}
+
+	d.mu.Lock()
+	prev := d.last
+	d.mu.Unlock()
+	if prev == nil || prev.ResourceVersion != rentry.Token.Version {
+		// A token this Decider did not see (another Decider's, or an
+		// older one): fetch the Lease to write over. If it is no longer
+		// that version, the write would lose anyway.
+		cur, err := d.leases.Get(ctx, d.lease, metav1.GetOptions{})
+		if err != nil {
+			if c, _ := classify(err, reqGet); c == missing {
+				return entry.LeaderToken{}, fmt.Errorf("kube: write %s: the Lease conditioned on was deleted: %w", d.name, errRaceLost)
+			}
+			// Nothing was written: a refusal or throttling of the GET
+			// is one of the write too; anything else is as unknown as
+			// the write would have been, and reading back finds that
+			// it was not applied.
+			return entry.LeaderToken{}, d.fail(ctx, "write (reading the Lease first)", reqGet, err)
+		}
+		d.remember(cur)
+		if cur.ResourceVersion != rentry.Token.Version {
+			return entry.LeaderToken{}, fmt.Errorf("kube: write %s: the Lease changed since it was read (resourceVersion %s, conditioned on %s): %w",
+				d.name, cur.ResourceVersion, rentry.Token.Version, errRaceLost)
+		}
+		prev = cur
+	}
+	l := prev.DeepCopy()
+	setRecord(l, rentry, data, prev, now)
+	out, err := d.leases.Update(ctx, l, metav1.UpdateOptions{})
+	if err != nil {
+		return entry.LeaderToken{}, d.fail(ctx, "update", reqUpdate, err)
+	}
+	d.remember(out)
+	return token(out), nil
+}
+
+// token is the LeaderToken of l. CommitTime stays zero: the API server
+// reports no commit time with sub-second precision (managedFields times
+// are in whole seconds), and renewTime is the writer's clock, not the
+// server's.
+func token(l *coordinationv1.Lease) entry.LeaderToken {
+	return entry.LeaderToken{Version: l.ResourceVersion}
+}
+
+func isForbidden(err error) bool { return apierrors.IsForbidden(err) }

@@ -1,0 +1,224 @@
+package kube_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/kube"
+	"github.com/racedecider/leaderelection/racedecidertest"
+)
+
+func TestConformance(t *testing.T) {
+	cfg := adminConfig(t)
+	racedecidertest.Run(t, func(t *testing.T) leaderelection.RaceDecider {
+		return newDecider(t, cfg, freshLease())
+	})
+}
+
+// TestRaceWriters50 has 50 writers, each with a client (and connection) of
+// its own, race on one Lease.
+func TestRaceWriters50(t *testing.T) {
+	cfg := adminConfig(t)
+	name := freshLease()
+	ds := make([]leaderelection.RaceDecider, 50)
+	for i := range ds {
+		c := rest.CopyConfig(cfg)
+		c.UserAgent = fmt.Sprintf("racewriter-%d", i)
+		ds[i] = newDecider(t, c, name)
+	}
+	racedecidertest.RaceWriters(t, ds, 5)
+}
+
+// TestCorruptAnnotation stores foreign and damaged content in the record's
+// annotation.
+func TestCorruptAnnotation(t *testing.T) {
+	cfg := adminConfig(t)
+	name := freshLease()
+	d := newDecider(t, cfg, name)
+	leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
+	racedecidertest.CheckCorrupt(t, d, func(t *testing.T, data []byte) {
+		l, err := leases.Get(t.Context(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+			l.Annotations = map[string]string{kube.RecordAnnotation: string(data)}
+			_, err = leases.Create(t.Context(), l, metav1.CreateOptions{})
+		} else if err == nil {
+			if l.Annotations == nil {
+				l.Annotations = map[string]string{}
+			}
+			l.Annotations[kube.RecordAnnotation] = string(data)
+			_, err = leases.Update(t.Context(), l, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Fatalf("storing raw annotation: %v", err)
+		}
+	}, namespace+"/"+name)
+}
+
+// TestMissingNamespace: reads and writes in a namespace that does not exist
+// are refusals, never "no election yet".
+func TestMissingNamespace(t *testing.T) {
+	cfg := adminConfig(t)
+	ns := "no-such-ns-" + randomHex(4)
+	d, err := kube.NewDeciderForConfig(cfg, ns, "election")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := d.ReadCurrent(t.Context())
+	if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), ns) {
+		t.Errorf("ReadCurrent in a missing namespace = %+v, %v; want entry.ErrRefused naming %s", e, err, ns)
+	}
+	_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w", TermExpiry: time.Now().Add(time.Minute)})
+	if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), ns) {
+		t.Errorf("WriteEntry in a missing namespace: %v; want entry.ErrRefused naming %s", err, ns)
+	}
+}
+
+// TestForbidden uses a user RBAC grants nothing: every request is refused.
+func TestForbidden(t *testing.T) {
+	cfg := restConfig(t, envKubeconfigNobody)
+	d := newDecider(t, cfg, freshLease())
+	if _, err := d.ReadCurrent(t.Context()); !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "403") {
+		t.Errorf("ReadCurrent without RBAC rights: %v; want entry.ErrRefused (403)", err)
+	}
+	_, err := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w", TermExpiry: time.Now().Add(time.Minute)})
+	if !errors.Is(err, entry.ErrRefused) {
+		t.Errorf("WriteEntry without RBAC rights: %v; want entry.ErrRefused", err)
+	}
+}
+
+// TestUnauthenticated uses a token the server does not know: 401, refused.
+func TestUnauthenticated(t *testing.T) {
+	cfg := rest.CopyConfig(adminConfig(t))
+	cfg.BearerToken = "not-a-valid-token"
+	d := newDecider(t, cfg, freshLease())
+	if _, err := d.ReadCurrent(t.Context()); !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "401") {
+		t.Errorf("ReadCurrent with an unknown token: %v; want entry.ErrRefused (401)", err)
+	}
+}
+
+// TestSpecIsTruthful checks what kubectl and client-go see of our writes.
+func TestSpecIsTruthful(t *testing.T) {
+	cfg := adminConfig(t)
+	name := freshLease()
+	d := newDecider(t, cfg, name)
+	leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
+	now := time.Now()
+	e := &entry.RaceEntry{ElectionNumber: 0, Term: 0, LeaderID: "leader-a", TermExpiry: now.Add(10 * time.Second), WriteID: "w0"}
+	tok, err := d.WriteEntry(t.Context(), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(holder string, transitions int32, expiry time.Time) *coordinationv1.Lease {
+		t.Helper()
+		l, err := leases.Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := l.Spec
+		if *s.HolderIdentity != holder || *s.LeaseTransitions != transitions {
+			t.Errorf("holderIdentity %q, leaseTransitions %d; want %q, %d", *s.HolderIdentity, *s.LeaseTransitions, holder, transitions)
+		}
+		end := s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second)
+		if d := end.Sub(expiry); d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("renewTime %v + leaseDurationSeconds %d = %v; want the term's expiry %v", s.RenewTime, *s.LeaseDurationSeconds, end, expiry)
+		}
+		if age := time.Since(s.RenewTime.Time); age < 0 || age > 5*time.Second {
+			t.Errorf("renewTime %v is not the time of the write (now %v)", s.RenewTime, time.Now())
+		}
+		return l
+	}
+	first := check("leader-a", 0, e.TermExpiry)
+
+	// An extension keeps acquireTime.
+	e2 := &entry.RaceEntry{ElectionNumber: 1, Term: 0, LeaderID: "leader-a", TermExpiry: time.Now().Add(10 * time.Second), WriteID: "w1", Token: tok}
+	if tok, err = d.WriteEntry(t.Context(), e2); err != nil {
+		t.Fatal(err)
+	}
+	l := check("leader-a", 0, e2.TermExpiry)
+	if !l.Spec.AcquireTime.Equal(first.Spec.AcquireTime) {
+		t.Errorf("extension moved acquireTime from %v to %v", first.Spec.AcquireTime, l.Spec.AcquireTime)
+	}
+	// A release empties holderIdentity.
+	e3 := &entry.RaceEntry{ElectionNumber: 2, Term: 0, LeaderID: "leader-a", TermExpiry: time.Now(), Released: true, WriteID: "w2", Token: tok}
+	if tok, err = d.WriteEntry(t.Context(), e3); err != nil {
+		t.Fatal(err)
+	}
+	l, err = leases.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *l.Spec.HolderIdentity != "" {
+		t.Errorf("released Lease has holderIdentity %q", *l.Spec.HolderIdentity)
+	}
+	// A new holder counts a transition.
+	e4 := &entry.RaceEntry{ElectionNumber: 3, Term: 3, LeaderID: "leader-b", TermExpiry: time.Now().Add(10 * time.Second), WriteID: "w3", Token: tok}
+	if _, err = d.WriteEntry(t.Context(), e4); err != nil {
+		t.Fatal(err)
+	}
+	check("leader-b", 1, e4.TermExpiry)
+	got, err := d.ReadCurrent(t.Context())
+	if err != nil || got.WriteID != "w3" {
+		t.Fatalf("ReadCurrent = %+v, %v; want our record w3", got, err)
+	}
+}
+
+// TestForeignLease reads Leases written by client-go electors: without our
+// annotation, and with a stale one client-go kept while taking over.
+func TestForeignLease(t *testing.T) {
+	cfg := adminConfig(t)
+	name := freshLease()
+	d := newDecider(t, cfg, name)
+	leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
+	renew := metav1.NewMicroTime(time.Now().Truncate(time.Microsecond))
+	holder, dur, transitions := "client-go-x", int32(15), int32(4)
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur,
+			RenewTime: &renew, AcquireTime: &renew, LeaseTransitions: &transitions},
+	}
+	if _, err := leases.Create(t.Context(), l, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := d.ReadCurrent(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.LeaderID != holder || !e.TermExpiry.Equal(renew.Add(15*time.Second)) || e.Released || e.ElectionNumber != 4 || e.Term != 4 {
+		t.Fatalf("client-go Lease read as %+v; want held by %s until renewTime+15s, election 4", e, holder)
+	}
+
+	// We take over (as if it expired), then client-go takes it back,
+	// keeping our annotation.
+	mine := &entry.RaceEntry{ElectionNumber: 5, Term: 5, LeaderID: "ours", TermExpiry: time.Now().Add(time.Minute), WriteID: "w5", Token: e.Token}
+	if _, err := d.WriteEntry(t.Context(), mine); err != nil {
+		t.Fatal(err)
+	}
+	l, err = leases.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renew = metav1.NewMicroTime(time.Now())
+	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime = &holder, &renew, &renew
+	l.Spec.LeaseDurationSeconds = &dur
+	if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e, err = d.ReadCurrent(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.LeaderID != holder || e.WriteID != "" || e.ElectionNumber <= mine.ElectionNumber || e.Term <= mine.Term {
+		t.Fatalf("client-go takeover over our stale annotation read as %+v; want held by %s with election and term above 5", e, holder)
+	}
+}

@@ -1,0 +1,157 @@
+package kube
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// RecordAnnotation is the annotation on the Lease that holds this library's
+// election record, in the text form entry.Marshal writes (a header line and
+// a JSON body). The Lease's spec carries the same facts in the form
+// client-go and kubectl read.
+const RecordAnnotation = "leaderelection.racedecider.io/record"
+
+// setRecord makes l carry e (encoded as data): the annotation, and a spec
+// that tells the same story to kubectl and client-go electors.
+//
+// renewTime + leaseDurationSeconds = e.TermExpiry (to the microsecond):
+// leaseDurationSeconds is the time left in the term when the write is sent,
+// rounded up to whole seconds, and renewTime is TermExpiry minus that, so at
+// most a second before the write. A client-go elector judges a Lease expired
+// leaseDurationSeconds after it observed it change, on its own clock; since
+// it observes the write after it is sent, that is never before TermExpiry.
+// And the spec can be recomputed from the record, which is how toEntry
+// notices a spec written by someone else (a client-go elector, which keeps
+// annotations it does not know).
+//
+// prev is the Lease replaced (nil for a create); acquireTime and
+// leaseTransitions continue from it.
+func setRecord(l *coordinationv1.Lease, e *entry.RaceEntry, data []byte, prev *coordinationv1.Lease, now time.Time) {
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[RecordAnnotation] = string(data)
+
+	holder := e.LeaderID
+	if e.Released {
+		holder = ""
+	}
+	dur := leaseSeconds(e.TermExpiry.Sub(now))
+	renew := renewTime(e.TermExpiry, dur)
+
+	var prevHolder string
+	var transitions int32
+	acquire := renew
+	if prev != nil {
+		if prev.Spec.HolderIdentity != nil {
+			prevHolder = *prev.Spec.HolderIdentity
+		}
+		if prev.Spec.LeaseTransitions != nil {
+			transitions = *prev.Spec.LeaseTransitions
+		}
+		// An extension keeps the tenure's acquireTime; so does a release,
+		// which ends the tenure without beginning another.
+		if e.Term != e.ElectionNumber && prev.Spec.AcquireTime != nil {
+			acquire = *prev.Spec.AcquireTime
+		}
+	}
+	// Like client-go, count a transition each time the holder changes to
+	// a non-empty identity other than the previous one.
+	if holder != "" && holder != prevHolder && prev != nil && transitions < math.MaxInt32 {
+		transitions++
+	}
+	l.Spec.HolderIdentity = &holder
+	l.Spec.LeaseDurationSeconds = &dur
+	l.Spec.RenewTime = &renew
+	l.Spec.AcquireTime = &acquire
+	l.Spec.LeaseTransitions = &transitions
+	// The coordinated leader election fields belong to the Kubernetes
+	// control plane's own scheme, which this library takes no part in.
+	l.Spec.Strategy, l.Spec.PreferredHolder = nil, nil
+}
+
+// leaseSeconds rounds d up to whole seconds, within what the Lease's int32
+// field holds and its validation requires (at least 1).
+func leaseSeconds(d time.Duration) int32 {
+	s := (d + time.Second - 1) / time.Second
+	return int32(min(max(s, 1), math.MaxInt32))
+}
+
+// renewTime is expiry less dur seconds, at the microsecond precision the API
+// server stores.
+func renewTime(expiry time.Time, dur int32) metav1.MicroTime {
+	return metav1.NewMicroTime(expiry.Add(-time.Duration(dur) * time.Second).Truncate(time.Microsecond))
+}
+
+// toEntry returns the election record l holds.
+//
+// A Lease whose spec is not the one our record implies was last written by
+// someone else, normally a client-go elector during a migration (it keeps
+// our annotation but rewrites the spec). Its record is made from the spec:
+// held by holderIdentity until renewTime + leaseDurationSeconds, so that the
+// engine waits for that plus MaxClockSkew before taking over, as it would
+// for one of its own. Its ElectionNumber and Term are above those of any
+// record of ours the Lease still carries, so fencing tokens keep rising
+// across the migration.
+func (d *Decider) toEntry(l *coordinationv1.Lease) (*entry.RaceEntry, error) {
+	raw, ours := l.Annotations[RecordAnnotation]
+	var rec *entry.RaceEntry
+	if ours {
+		var err error
+		rec, err = entry.Unmarshal([]byte(raw))
+		if err != nil {
+			return nil, fmt.Errorf("kube: %s (resourceVersion %s), annotation %s: %w", d.name, l.ResourceVersion, RecordAnnotation, err)
+		}
+		if specMatches(l, rec) {
+			rec.Token = token(l)
+			return rec, nil
+		}
+	}
+	return foreignEntry(l, rec), nil
+}
+
+// specMatches reports whether l's spec is the one setRecord wrote for rec.
+func specMatches(l *coordinationv1.Lease, rec *entry.RaceEntry) bool {
+	s := l.Spec
+	if s.HolderIdentity == nil || s.LeaseDurationSeconds == nil || s.RenewTime == nil {
+		return false
+	}
+	holder := rec.LeaderID
+	if rec.Released {
+		holder = ""
+	}
+	want := renewTime(rec.TermExpiry, *s.LeaseDurationSeconds)
+	return *s.HolderIdentity == holder && s.RenewTime.Equal(&want)
+}
+
+// foreignEntry makes a record from the spec of a Lease another elector
+// wrote. stale is the record of ours the Lease still carries, or nil.
+//
+// An empty holderIdentity (client-go's ReleaseOnCancel) is not read as a
+// release: client-go writes it without waiting for the callback that leads
+// to return, so the record counts as held for the leaseDurationSeconds (1)
+// written with it.
+func foreignEntry(l *coordinationv1.Lease, stale *entry.RaceEntry) *entry.RaceEntry {
+	s := l.Spec
+	e := &entry.RaceEntry{Token: token(l)}
+	if s.HolderIdentity != nil {
+		e.LeaderID = *s.HolderIdentity
+	}
+	if s.RenewTime != nil && s.LeaseDurationSeconds != nil {
+		e.TermExpiry = s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second)
+	}
+	switch {
+	case stale != nil:
+		e.ElectionNumber = max(stale.ElectionNumber, stale.Term, 0) + 1
+	case s.LeaseTransitions != nil:
+		e.ElectionNumber = int64(max(*s.LeaseTransitions, 0))
+	}
+	e.Term = e.ElectionNumber
+	return e
+}

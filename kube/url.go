@@ -1,0 +1,58 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	leaderelection "github.com/racedecider/leaderelection"
+)
+
+// Scheme is the URL scheme this package registers with
+// leaderelection.RegisterScheme:
+//
+//	k8s://NAMESPACE/NAME[?context=CONTEXT]
+//
+// leaderelection.OpenDecider loads the client configuration the way kubectl
+// does: the files in $KUBECONFIG, else ~/.kube/config, and, when neither
+// exists, the in-cluster configuration of a Pod's service account. context
+// picks a kubeconfig context other than the current one. No other query
+// parameter is accepted; for any other client setting, call NewDecider or
+// NewDeciderForConfig.
+const Scheme = "k8s"
+
+func init() {
+	leaderelection.RegisterScheme(Scheme, leaderelection.URLOpener{
+		Open:   openURL,
+		Params: []string{"context"},
+		Form:   "k8s://NAMESPACE/NAME?context=CONTEXT",
+	})
+}
+
+func openURL(_ context.Context, u *url.URL) (leaderelection.RaceDecider, error) {
+	namespace, name := u.Host, strings.TrimPrefix(u.Path, "/")
+	switch {
+	case u.Opaque != "" || u.User != nil || u.Port() != "":
+		return nil, fmt.Errorf("%w: want k8s://NAMESPACE/NAME", leaderelection.ErrBadURL)
+	case namespace == "":
+		return nil, fmt.Errorf("%w: no namespace; want k8s://NAMESPACE/NAME", leaderelection.ErrBadURL)
+	case name == "":
+		return nil, fmt.Errorf("%w: no Lease name; want k8s://NAMESPACE/NAME", leaderelection.ErrBadURL)
+	case strings.Contains(name, "/"):
+		return nil, fmt.Errorf("%w: Lease name %q contains a slash; want k8s://NAMESPACE/NAME", leaderelection.ErrBadURL, name)
+	}
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: u.Query().Get("context")}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), overrides)
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kube: loading the client configuration (kubeconfig or in-cluster) for %s: %w", u.Redacted(), err)
+	}
+	d, err := NewDeciderForConfig(cfg, namespace, name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", leaderelection.ErrBadURL, err)
+	}
+	return d, nil
+}

@@ -1,0 +1,397 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/racedecider/leaderelection/entry"
+)
+
+// Timing of the watch. A watch that the server or a network ends is
+// re-opened from the last resourceVersion seen, so no change is missed; one
+// that lived less than minWatch counts as a failure and is retried with
+// backoff, so that a server or proxy that drops every watch at once cannot
+// cause a request storm. The server ends each watch after a random
+// watchTimeout, so that a connection that died silently is replaced even
+// where HTTP/2 health checks are off.
+const (
+	minWatch         = time.Second
+	watchTimeoutMin  = 4 * time.Minute
+	watchTimeoutMax  = 8 * time.Minute
+	requestTimeout   = 15 * time.Second
+	recentVersionCap = 64
+)
+
+// backoffConfig spaces out attempts to re-establish the watch: the first
+// pause is drawn from [min/2, min], each later one from a range twice as
+// large, up to max. A watch that stays up resets it.
+type backoffConfig struct{ min, max time.Duration }
+
+var defaultBackoff = backoffConfig{min: 100 * time.Millisecond, max: 10 * time.Second}
+
+type backoff struct {
+	backoffConfig
+	cur time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return b.cur/2 + rand.N(b.cur/2+1)
+}
+
+// WaitForChange implements leaderelection.ChangeNotifier. It blocks until
+// the Lease is no longer at token's resourceVersion, then returns its record
+// as ReadCurrent would.
+//
+// The first call starts a watch on the Lease (a LIST, then a WATCH with a
+// field selector on its name) that runs until Close, and waits for its
+// first attempt. Waiters are answered from the watch's events: a waiting
+// candidate reads nothing from the API server. Only a token the watch has
+// not seen (one older than the watch, or written so recently that its event
+// has not arrived) costs a GET, to tell which of the two it is.
+//
+// While the watch is down (until it is back, with capped jittered backoff),
+// WaitForChange returns an error at once, so that the engine polls instead.
+func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*entry.RaceEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("kube: wait for a change of %s: %w", d.name, err)
+	}
+	w, err := d.watcher()
+	if err != nil {
+		return nil, err
+	}
+	confirmed := false // token is the stored version, per a read after the watch began
+	for {
+		s, err := w.await(ctx)
+		if err != nil {
+			return nil, err
+		}
+		seen := token.IsZero() || s.recent[token.Version]
+		switch {
+		case s.version() == token.Version:
+			// Unchanged as far as the watch knows.
+		case seen:
+			// The watch saw token and then what replaced it: events
+			// arrive in order.
+			return d.fromWatch(s.lease)
+		case !confirmed:
+			e, err := d.ReadCurrent(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if !e.Token.SameVersion(token) {
+				return e, nil
+			}
+			// Current, but newer than the watch's news: its event
+			// is on the way.
+			confirmed = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kube: wait for a change of %s: %w", d.name, ctx.Err())
+		case <-s.wake:
+		}
+	}
+}
+
+// fromWatch is the record of a Lease the watch delivered (nil: deleted).
+func (d *Decider) fromWatch(l *coordinationv1.Lease) (*entry.RaceEntry, error) {
+	if l == nil {
+		return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
+	}
+	return d.toEntry(l)
+}
+
+// watcher returns d's watcher, starting it on first use.
+func (d *Decider) watcher() (*watcher, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, fmt.Errorf("kube: wait for a change of %s: the Decider is closed", d.name)
+	}
+	if d.w == nil {
+		d.w = startWatcher(d)
+	}
+	return d.w, nil
+}
+
+type watchState int
+
+const (
+	connecting watchState = iota // before the first attempt ended
+	watching
+	down
+	stopped
+)
+
+// snapshot is what a waiter needs from the watcher, taken under its lock.
+type snapshot struct {
+	lease  *coordinationv1.Lease // latest seen; nil when missing
+	recent map[string]bool       // shared, read-only once published
+	wake   <-chan struct{}
+}
+
+func (s snapshot) version() string {
+	if s.lease == nil {
+		return ""
+	}
+	return s.lease.ResourceVersion
+}
+
+// watcher keeps one watch on the Lease and wakes every waiter on each event
+// and each change of state.
+type watcher struct {
+	d      *Decider
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	state  watchState
+	err    error     // why it is down
+	since  time.Time // when it went down
+	lease  *coordinationv1.Lease
+	recent map[string]bool // resourceVersions the watch has seen, newest few
+	order  []string
+	wake   chan struct{}
+}
+
+func startWatcher(d *Decider) *watcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watcher{d: d, ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}), recent: map[string]bool{}}
+	go w.run()
+	return w
+}
+
+// await waits for the first attempt to end, then returns the latest state,
+// or an error while the watch is down.
+func (w *watcher) await(ctx context.Context) (snapshot, error) {
+	for {
+		w.mu.Lock()
+		state, err, since, wake := w.state, w.err, w.since, w.wake
+		s := snapshot{lease: w.lease, recent: w.recent, wake: wake}
+		w.mu.Unlock()
+		switch state {
+		case watching:
+			return s, nil
+		case down:
+			return s, fmt.Errorf("kube: wait for a change of %s: no change notifications: the watch is down since %s (re-establishing): %w",
+				w.d.name, since.Format(time.RFC3339), err)
+		case stopped:
+			return s, fmt.Errorf("kube: wait for a change of %s: the Decider is closed", w.d.name)
+		}
+		select {
+		case <-ctx.Done():
+			return s, fmt.Errorf("kube: wait for a change of %s: starting the watch: %w", w.d.name, ctx.Err())
+		case <-wake:
+		}
+	}
+}
+
+// broadcast wakes every waiter. Call with w.mu held.
+func (w *watcher) broadcast() {
+	close(w.wake)
+	w.wake = make(chan struct{})
+}
+
+func (w *watcher) setState(state watchState, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state == stopped || (w.state == state && err == nil) {
+		return
+	}
+	if state == down && w.state != down {
+		w.since = time.Now()
+	}
+	w.state, w.err = state, err
+	w.broadcast()
+}
+
+// observe records l (nil: the Lease is missing) at resourceVersion rv as
+// the latest, and wakes the waiters. The map of recent versions is copied
+// on write, so that waiters may read the one they hold without the lock.
+func (w *watcher) observe(l *coordinationv1.Lease, rv string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lease = l
+	if rv != "" && !w.recent[rv] {
+		recent := make(map[string]bool, len(w.recent)+1)
+		w.order = append(w.order, rv)
+		if len(w.order) > recentVersionCap {
+			w.order = w.order[len(w.order)-recentVersionCap:]
+		}
+		for _, v := range w.order {
+			recent[v] = true
+		}
+		w.recent = recent
+	}
+	w.broadcast()
+}
+
+func (w *watcher) stop() {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	w.state = stopped
+	w.broadcast()
+	w.mu.Unlock()
+}
+
+// errGone is returned by watchFrom when the server no longer has the
+// history since the resourceVersion asked for (410 Gone): list again.
+var errGone = errors.New("resourceVersion too old (410 Gone)")
+
+func (w *watcher) run() {
+	defer close(w.done)
+	b := backoff{backoffConfig: w.d.backoff}
+	rv, list := "", true
+	for {
+		var err error
+		if list {
+			rv, err = w.list()
+			list = err != nil
+		}
+		if err == nil {
+			var lived time.Duration
+			rv, lived, err = w.watchFrom(rv)
+			switch {
+			case errors.Is(err, errGone):
+				// Expected now and then (the server keeps a few minutes
+				// of history): list again at once, unless it keeps
+				// happening.
+				list = true
+				if lived >= minWatch {
+					b.cur = 0
+					continue
+				}
+			case err == nil && lived >= minWatch:
+				// Ended by the server's timeout or a broken connection
+				// after a good run: re-watch from where it was, at once.
+				b.cur = 0
+				continue
+			case err == nil:
+				err = errors.New("the watch ended as soon as it began")
+			}
+		}
+		if w.ctx.Err() != nil {
+			return
+		}
+		w.setState(down, err)
+		t := time.NewTimer(b.next())
+		select {
+		case <-w.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// selector picks the one Lease out of its namespace.
+func (w *watcher) selector() string {
+	return fields.OneTermEqualSelector("metadata.name", w.d.lease).String()
+}
+
+// list reads the Lease with a LIST, whose resourceVersion the watch starts
+// from, and publishes it.
+func (w *watcher) list() (string, error) {
+	ctx, cancel := context.WithTimeout(w.ctx, requestTimeout)
+	defer cancel()
+	ls, err := w.d.leases.List(ctx, metav1.ListOptions{FieldSelector: w.selector()})
+	if err != nil {
+		return "", w.d.fail(ctx, "list", reqWatch, err)
+	}
+	var l *coordinationv1.Lease
+	for i := range ls.Items {
+		if ls.Items[i].Name == w.d.lease {
+			l = &ls.Items[i]
+		}
+	}
+	if l != nil {
+		w.observe(l, l.ResourceVersion)
+	} else {
+		w.observe(nil, "")
+	}
+	return ls.ResourceVersion, nil
+}
+
+// watchFrom watches the Lease from resourceVersion rv until the watch ends,
+// publishing each change. It returns the last resourceVersion seen, how
+// long the watch lived, and why it ended: nil when the server or the
+// connection ended it, errGone when rv is too old.
+func (w *watcher) watchFrom(rv string) (string, time.Duration, error) {
+	timeout := int64((watchTimeoutMin + rand.N(watchTimeoutMax-watchTimeoutMin)) / time.Second)
+	ctx, cancel := context.WithCancel(w.ctx)
+	defer cancel()
+	// The watch's context lives as long as the watch; only opening it is
+	// bounded.
+	opening := time.AfterFunc(requestTimeout, cancel)
+	wi, err := w.d.leases.Watch(ctx, metav1.ListOptions{
+		FieldSelector:       w.selector(),
+		ResourceVersion:     rv,
+		AllowWatchBookmarks: true,
+		TimeoutSeconds:      &timeout,
+	})
+	if !opening.Stop() && err == nil {
+		err = fmt.Errorf("opening the watch took over %s", requestTimeout)
+	}
+	if err != nil {
+		if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+			return rv, 0, errGone
+		}
+		if wi != nil {
+			wi.Stop()
+		}
+		return rv, 0, w.d.fail(ctx, "watch", reqWatch, err)
+	}
+	defer wi.Stop()
+	start := time.Now()
+	w.setState(watching, nil)
+	for {
+		select {
+		case <-w.ctx.Done():
+			return rv, time.Since(start), w.ctx.Err()
+		case ev, ok := <-wi.ResultChan():
+			if !ok {
+				return rv, time.Since(start), nil
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified, watch.Deleted:
+				l, ok := ev.Object.(*coordinationv1.Lease)
+				if !ok {
+					continue
+				}
+				rv = l.ResourceVersion
+				if ev.Type == watch.Deleted {
+					w.observe(nil, rv)
+				} else {
+					w.observe(l, rv)
+				}
+			case watch.Bookmark:
+				if l, ok := ev.Object.(*coordinationv1.Lease); ok {
+					rv = l.ResourceVersion
+				}
+			case watch.Error:
+				err := apierrors.FromObject(ev.Object)
+				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+					return rv, time.Since(start), errGone
+				}
+				return rv, time.Since(start), w.d.fail(ctx, "watch", reqWatch, err)
+			}
+		}
+	}
+}

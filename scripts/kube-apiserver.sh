@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# kube-apiserver.sh builds and runs a real kube-apiserver backed by a real
+# etcd, for the kube backend's tests. Both are built from Go modules by the
+# tools module tools/kubeserver (not in go.work, so the Kubernetes modules never
+# enter the library's dependency graph). Everything it makes stays in the
+# repository's git-ignored .bin/ (binaries) and .tmp/kube-apiserver/ (etcd
+# data, certificates, token file, kubeconfig, logs, pid files).
+#
+# Usage:
+#   scripts/kube-apiserver.sh install   build etcd and kube-apiserver into .bin/
+#                                       (a cold build takes 10-15 minutes and
+#                                       about 2.5 GB of memory; rebuilt only when
+#                                       the version in tools/kubeserver changes)
+#   scripts/kube-apiserver.sh start     install if needed, start etcd and the
+#                                       API server on free loopback ports unless
+#                                       they already run, wait until the API
+#                                       server is ready, print export lines
+#   scripts/kube-apiserver.sh env       print those export lines
+#   scripts/kube-apiserver.sh status    say whether it is running
+#   scripts/kube-apiserver.sh stop      stop what this script started
+#
+# A developer runs:
+#   eval "$(scripts/kube-apiserver.sh start)"
+#   (cd kube && go test ./...)
+#
+# The API server authenticates with a static token file (anonymous requests
+# get 401) and authorizes with RBAC. Two users exist: "admin" (group
+# system:masters, may do anything) and "nobody" (no rights at all, for the
+# forbidden tests). Their kubeconfigs are printed as LEADERELECTION_KUBECONFIG
+# and LEADERELECTION_KUBECONFIG_NOBODY.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TOOLS=$ROOT/tools/kubeserver
+BINDIR=$ROOT/.bin
+APISERVER=$BINDIR/kube-apiserver
+ETCD=$BINDIR/etcd
+STATE=$ROOT/.tmp/kube-apiserver
+KUBECONFIG_ADMIN=$STATE/kubeconfig
+KUBECONFIG_NOBODY=$STATE/kubeconfig-nobody
+
+say() { echo "kube-apiserver.sh: $*" >&2; }
+
+# wanted_version prints the k8s.io/kubernetes and etcd versions tools/kubeserver
+# pins; the binaries are rebuilt when they were built from others.
+wanted_version() {
+	awk '$1 == "k8s.io/kubernetes" || $1 == "go.etcd.io/etcd/server/v3" { print $1 "@" $2 }' "$TOOLS/go.mod" | sort | tr '\n' ' '
+}
+
+built_version() {
+	local b
+	for b in "$APISERVER" "$ETCD"; do
+		[ -x "$b" ] || return 0
+	done
+	{
+		go version -m "$APISERVER" 2>/dev/null | awk '$1 == "dep" && $2 == "k8s.io/kubernetes" { print $2 "@" $3 }'
+		go version -m "$ETCD" 2>/dev/null | awk '$1 == "path" && $2 == "go.etcd.io/etcd/server/v3" { p = 1 } $1 == "mod" && $2 == "go.etcd.io/etcd/server/v3" { print $2 "@" $3 } $1 == "dep" && $2 == "go.etcd.io/etcd/server/v3" { print $2 "@" $3 }'
+	} | sort -u | tr '\n' ' '
+}
+
+install() {
+	if [ "$(built_version)" = "$(wanted_version)" ]; then
+		return 0
+	fi
+	say "building $(wanted_version)into $BINDIR (a cold build takes 10-15 minutes)"
+	mkdir -p "$BINDIR"
+	# The go lines of these modules must be satisfied by the local toolchain:
+	# no other toolchain can be downloaded here.
+	if ! (cd "$TOOLS" && GOWORK=off GOTOOLCHAIN=local GOFLAGS=-mod=mod \
+		go build -trimpath -o "$ETCD.new" go.etcd.io/etcd/server/v3 >&2 &&
+		cd "$TOOLS" && GOWORK=off GOTOOLCHAIN=local GOFLAGS=-mod=mod \
+		go build -trimpath -o "$APISERVER.new" k8s.io/kubernetes/cmd/kube-apiserver >&2); then
+		say "go build failed (this is $(go env GOVERSION))"
+		return 1
+	fi
+	mv "$ETCD.new" "$ETCD"
+	mv "$APISERVER.new" "$APISERVER"
+}
+
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+alive() { # alive NAME: the pid of NAME if this script started it and it runs
+	local f=$STATE/$1.pid pid
+	[ -f "$f" ] || return 1
+	pid=$(cat "$f")
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
+		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$1"; then
+		echo "$pid"
+		return 0
+	fi
+	return 1
+}
+
+api_ready() {
+	[ -s "$STATE/apiserver.addr" ] || return 1
+	curl -s --max-time 2 --cacert "$STATE/ca.crt" -H "Authorization: Bearer $(cat "$STATE/admin.token")" \
+		"https://$(cat "$STATE/apiserver.addr")/readyz" 2>/dev/null | grep -qx ok
+}
+
+etcd_ready() {
+	[ -s "$STATE/etcd.addr" ] || return 1
+	curl -s --max-time 2 "http://$(cat "$STATE/etcd.addr")/health" 2>/dev/null | grep -q '"health":"true"'
+}
+
+print_env() {
+	cat <<EOF
+export LEADERELECTION_KUBECONFIG=$KUBECONFIG_ADMIN
+export LEADERELECTION_KUBECONFIG_NOBODY=$KUBECONFIG_NOBODY
+EOF
+}
+
+make_credentials() {
+	mkdir -p "$STATE"
+	if [ ! -s "$STATE/ca.crt" ]; then
+		# One self-signed certificate serves as both the CA the clients trust
+		# and the API server's serving certificate.
+		openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=leaderelection-test-apiserver" \
+			-addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+			-keyout "$STATE/ca.key" -out "$STATE/ca.crt" 2>/dev/null
+	fi
+	if [ ! -s "$STATE/sa.key" ]; then
+		openssl genrsa -out "$STATE/sa.key" 2048 2>/dev/null
+		openssl rsa -in "$STATE/sa.key" -pubout -out "$STATE/sa.pub" 2>/dev/null
+	fi
+	if [ ! -s "$STATE/admin.token" ]; then
+		openssl rand -hex 16 >"$STATE/admin.token"
+		openssl rand -hex 16 >"$STATE/nobody.token"
+	fi
+	cat >"$STATE/tokens.csv" <<EOF
+$(cat "$STATE/admin.token"),admin,admin-uid,"system:masters"
+$(cat "$STATE/nobody.token"),nobody,nobody-uid
+EOF
+}
+
+write_kubeconfig() { # write_kubeconfig FILE USER TOKEN
+	cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: https://$(cat "$STATE/apiserver.addr")
+    certificate-authority: $STATE/ca.crt
+users:
+- name: $2
+  user:
+    token: $3
+contexts:
+- name: test
+  context:
+    cluster: test
+    user: $2
+    namespace: default
+current-context: test
+EOF
+}
+
+start() {
+	install
+	make_credentials
+	if alive kube-apiserver >/dev/null && api_ready; then
+		say "already running at https://$(cat "$STATE/apiserver.addr")"
+		print_env
+		return 0
+	fi
+	stop >/dev/null 2>&1 || true
+	mkdir -p "$STATE"
+	local cport pport aport
+	cport=$(free_port)
+	pport=$(free_port)
+	echo "127.0.0.1:$cport" >"$STATE/etcd.addr"
+	rm -rf "$STATE/etcd-data"
+	# --unsafe-no-fsync: the data is throwaway and fsync dominates test time.
+	setsid nohup "$ETCD" --name test --data-dir "$STATE/etcd-data" \
+		--listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport" \
+		--listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+		--initial-cluster "test=http://127.0.0.1:$pport" --unsafe-no-fsync \
+		>"$STATE/etcd.log" 2>&1 </dev/null &
+	echo $! >"$STATE/etcd.pid"
+	for _ in $(seq 1 100); do
+		etcd_ready && break
+		if ! alive etcd >/dev/null; then break; fi
+		sleep 0.1
+	done
+	if ! etcd_ready; then
+		say "etcd did not become healthy; its log:"
+		tail -n 30 "$STATE/etcd.log" >&2 || true
+		stop || true
+		return 1
+	fi
+	aport=$(free_port)
+	echo "127.0.0.1:$aport" >"$STATE/apiserver.addr"
+	mkdir -p "$STATE/certs"
+	setsid nohup "$APISERVER" \
+		--etcd-servers "http://127.0.0.1:$cport" \
+		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$aport" \
+		--tls-cert-file "$STATE/ca.crt" --tls-private-key-file "$STATE/ca.key" --cert-dir "$STATE/certs" \
+		--client-ca-file "$STATE/ca.crt" \
+		--token-auth-file "$STATE/tokens.csv" --anonymous-auth=false \
+		--authorization-mode "${KUBE_AUTHORIZATION_MODE:-RBAC}" \
+		--service-account-issuer https://kubernetes.default.svc \
+		--service-account-key-file "$STATE/sa.pub" \
+		--service-account-signing-key-file "$STATE/sa.key" \
+		--service-cluster-ip-range 10.0.0.0/24 \
+		--profiling=false \
+		>"$STATE/kube-apiserver.log" 2>&1 </dev/null &
+	echo $! >"$STATE/kube-apiserver.pid"
+	write_kubeconfig "$KUBECONFIG_ADMIN" admin "$(cat "$STATE/admin.token")"
+	write_kubeconfig "$KUBECONFIG_NOBODY" nobody "$(cat "$STATE/nobody.token")"
+	for _ in $(seq 1 600); do
+		api_ready && break
+		if ! alive kube-apiserver >/dev/null; then break; fi
+		sleep 0.1
+	done
+	if ! api_ready; then
+		say "kube-apiserver did not become ready; its log:"
+		tail -n 30 "$STATE/kube-apiserver.log" >&2 || true
+		stop || true
+		return 1
+	fi
+	say "started kube-apiserver at https://$(cat "$STATE/apiserver.addr") (etcd at $(cat "$STATE/etcd.addr")), logs in $STATE"
+	print_env
+}
+
+stop_one() {
+	local pid
+	if pid=$(alive "$1"); then
+		kill "$pid"
+		for _ in $(seq 1 100); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		say "stopped $1 (pid $pid)"
+	fi
+	rm -f "$STATE/$1.pid"
+}
+
+stop() {
+	stop_one kube-apiserver
+	stop_one etcd
+	rm -f "$STATE/apiserver.addr" "$STATE/etcd.addr"
+}
+
+status() {
+	if alive kube-apiserver >/dev/null && api_ready; then
+		say "running at https://$(cat "$STATE/apiserver.addr")"
+	else
+		say "not running"
+		return 1
+	fi
+}
+
+case "${1:-}" in
+install) install ;;
+start) start ;;
+env) print_env ;;
+status) status ;;
+stop) stop ;;
+*)
+	echo "usage: $0 install|start|env|status|stop" >&2
+	exit 2
+	;;
+esac
