@@ -240,7 +240,7 @@ func testPausedSupervisor(t *testing.T, mustBeWatchdog bool, pause func(*testing
 			t.Errorf("%s's command ran until %v, a term after its supervisor was paused at %v", x.id, x.last, pausedAt)
 		}
 	}
-	if mustBeWatchdog && !strings.Contains(leader.stderr.String(), "killed at the end of the term by the watchdog") {
+	if mustBeWatchdog && !strings.Contains(leader.stderr.String(), "watchdog: the term is ending") {
 		t.Errorf("%s's log does not show the watchdog killing its command:\n%s", leader.name, leader.stderr)
 	}
 	for _, p := range procs {
