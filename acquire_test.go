@@ -30,8 +30,8 @@ func TestFirstElectionAndTwoExtensionsPerTerm(t *testing.T) {
 		start := time.Now()
 		// The first record is numbered from the writer's clock, so that a
 		// deletion can never bring fencing tokens back down.
-		if tn.ID != "a" || tn.Term != start.UnixMilli() {
-			t.Fatalf("elected %s with term %d, want a with term %d (the clock in Unix ms)", tn.ID, tn.Term, start.UnixMilli())
+		if tn.ID != "a" || tn.Term != start.UnixMicro() {
+			t.Fatalf("elected %s with term %d, want a with term %d (the clock in Unix µs)", tn.ID, tn.Term, start.UnixMicro())
 		}
 		if got, want := tn.TV.Get(), start.Add(term); got.After(want) {
 			t.Errorf("TimeView %v later than election + TermLength %v", got, want)

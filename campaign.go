@@ -339,14 +339,17 @@ func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
 // newTenureNumber is the ElectionNumber, and so the Term, of a tenure written
 // at t0 over rec: one above both rec and everything this candidate has seen.
 // A record created where none exists is numbered from t0 in Unix
-// milliseconds, so that it stays above the Term of a holder whose record was
+// microseconds, so that it stays above the Term of a holder whose record was
 // deleted before this candidate saw it, as long as that record saw fewer
-// writes since its own creation than milliseconds have passed (less
-// MaxClockSkew).
+// writes since its own creation than microseconds have passed (less
+// MaxClockSkew): no store takes a write per microsecond on one object. (A
+// coarser unit can be outrun: the model check finds a burst of tenures that
+// does. Microseconds also stay below 2^53, exact for JSON readers that parse
+// numbers as doubles.)
 func (cd *candidate) newTenureNumber(rec *entry.RaceEntry, t0 time.Time) int64 {
 	n := max(rec.ElectionNumber, cd.maxSeen) + 1
 	if rec.ElectionNumber == entry.NoElections {
-		n = max(n, t0.UnixMilli())
+		n = max(n, t0.UnixMicro())
 	}
 	return n
 }

@@ -91,7 +91,7 @@ func Example_migratingFromVimeo() {
 	c := <-seen
 	fmt.Println("watcher saw:", c.Kind, c.Entry.LeaderID)
 	rec, _ := decider.ReadCurrent(context.Background())
-	// Fencing tokens start from the writer's clock in Unix milliseconds, not
+	// Fencing tokens start from the writer's clock in Unix microseconds, not
 	// from 0: compare them, never count them.
 	fmt.Println("record released:", rec.Released, "- same fencing token:", rec.Term == leaderTV.Term())
 	// Output:
