@@ -22,15 +22,15 @@ func TestClockOffsetFromCommitTimes(t *testing.T) {
 	c := newClient(t, emu.addr)
 	for _, off := range []time.Duration{-3 * time.Second, 0, 1500 * time.Millisecond} {
 		t.Run(off.String(), func(t *testing.T) {
-			got, warned := firstWriteOffset(t, newDecider(t, c, freshObject(t)), off)
+			got, rtt, warned := firstWriteOffset(t, newDecider(t, c, freshObject(t)), off)
 			want := -off // the store's clock minus this host's
 			t.Logf("offset bound %v, true offset %v", got, want)
 			if got.Low > want || got.High < want {
 				t.Errorf("offset bound %v does not contain %v", got, want)
 			}
-			// A loopback round trip, plus a millisecond each side.
-			if width := got.High - got.Low; width > 100*time.Millisecond {
-				t.Errorf("offset bound %v is %v wide, want about a round trip", got, width)
+			// The write's round trip, plus 3 ms for GCS's precision.
+			if width := got.High - got.Low; width > rtt+4*time.Millisecond {
+				t.Errorf("offset bound %v is %v wide, want at most the round trip %v + 3 ms (+1 ms: the wall and monotonic clocks measure it apart)", got, width, rtt)
 			}
 			if wantWarn := off != 0; warned != wantWarn {
 				t.Errorf("warned %v, want %v", warned, wantWarn)
@@ -40,13 +40,14 @@ func TestClockOffsetFromCommitTimes(t *testing.T) {
 }
 
 // firstWriteOffset campaigns on d with a clock off from the real one and
-// returns the offset bound after the first write, and whether a clock
-// warning came with it.
-func firstWriteOffset(t *testing.T, d leaderelection.RaceDecider, off time.Duration) (leaderelection.ClockOffset, bool) {
+// returns the offset bound after the first write, that write's round trip,
+// and whether a clock warning came with it.
+func firstWriteOffset(t *testing.T, d leaderelection.RaceDecider, off time.Duration) (leaderelection.ClockOffset, time.Duration, bool) {
 	t.Helper()
 	var (
 		mu      sync.Mutex
 		offsets []leaderelection.ClockOffset // from writes
+		rtts    []time.Duration              // of successful writes
 		warned  bool
 		once    sync.Once
 	)
@@ -64,6 +65,8 @@ func firstWriteOffset(t *testing.T, d leaderelection.RaceDecider, off time.Durat
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
+				case e.Kind == leaderelection.EventStoreRequest && e.Op == leaderelection.OpWrite && e.Result == leaderelection.ResultOK:
+					rtts = append(rtts, e.Latency)
 				case e.Kind == leaderelection.EventClockWarning:
 					warned = true
 				case e.Kind == leaderelection.EventClockOffset && e.Offset.HighKnown:
@@ -81,5 +84,5 @@ func firstWriteOffset(t *testing.T, d leaderelection.RaceDecider, off time.Durat
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return offsets[0], warned
+	return offsets[0], rtts[0], warned
 }

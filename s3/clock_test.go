@@ -23,7 +23,7 @@ func TestClockOffsetFromCommitTimes(t *testing.T) {
 		for _, off := range []time.Duration{-5 * time.Second, 0, 4500 * time.Millisecond} {
 			t.Run(off.String(), func(t *testing.T) {
 				d, _ := s.decider(t, c)
-				got, warned := firstWriteOffset(t, d, off)
+				got, rtt, warned := firstWriteOffset(t, d, off)
 				want := -off // the store's clock minus this host's
 				t.Logf("offset bound %v, true offset %v", got, want)
 				if got.Low > want || got.High < want {
@@ -31,8 +31,8 @@ func TestClockOffsetFromCommitTimes(t *testing.T) {
 				}
 				// Whole seconds, perhaps from a cached Date: a second
 				// below, two above, plus a round trip.
-				if width := got.High - got.Low; width > 3*time.Second+100*time.Millisecond {
-					t.Errorf("offset bound %v is %v wide, want about 3 s", got, width)
+				if width := got.High - got.Low; width > rtt+3*time.Second+time.Millisecond {
+					t.Errorf("offset bound %v is %v wide, want at most the round trip %v + 3 s (+1 ms: the wall and monotonic clocks measure it apart)", got, width, rtt)
 				}
 				// Past 1 s even after the widening.
 				if wantWarn := off != 0; warned != wantWarn {
@@ -44,13 +44,14 @@ func TestClockOffsetFromCommitTimes(t *testing.T) {
 }
 
 // firstWriteOffset campaigns on d with a clock off from the real one and
-// returns the offset bound after the first write, and whether a clock
-// warning came with it.
-func firstWriteOffset(t *testing.T, d leaderelection.RaceDecider, off time.Duration) (leaderelection.ClockOffset, bool) {
+// returns the offset bound after the first write, that write's round trip,
+// and whether a clock warning came with it.
+func firstWriteOffset(t *testing.T, d leaderelection.RaceDecider, off time.Duration) (leaderelection.ClockOffset, time.Duration, bool) {
 	t.Helper()
 	var (
 		mu      sync.Mutex
 		offsets []leaderelection.ClockOffset // from writes
+		rtts    []time.Duration              // of successful writes
 		warned  bool
 		once    sync.Once
 	)
@@ -68,6 +69,8 @@ func firstWriteOffset(t *testing.T, d leaderelection.RaceDecider, off time.Durat
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
+				case e.Kind == leaderelection.EventStoreRequest && e.Op == leaderelection.OpWrite && e.Result == leaderelection.ResultOK:
+					rtts = append(rtts, e.Latency)
 				case e.Kind == leaderelection.EventClockWarning:
 					warned = true
 				case e.Kind == leaderelection.EventClockOffset && e.Offset.HighKnown:
@@ -85,5 +88,5 @@ func firstWriteOffset(t *testing.T, d leaderelection.RaceDecider, off time.Durat
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return offsets[0], warned
+	return offsets[0], rtts[0], warned
 }
