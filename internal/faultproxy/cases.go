@@ -19,14 +19,19 @@ import (
 // outcome is unknown to it: what a backend may claim there depends on how its
 // client retries, so each backend names its own list.
 
-// firstOf returns the first of classes that err is, or nil.
-func firstOf(err error, classes []error) error {
-	for _, c := range classes {
+// mustFail fails t unless err is an error, of none of the classes not; what
+// names the call.
+func mustFail(t *testing.T, err error, what string, not []error) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s succeeded", what)
+	}
+	for _, c := range not {
 		if errors.Is(err, c) {
-			return c
+			t.Fatalf("%s: %v; it must not be %v", what, err, c)
 		}
 	}
-	return nil
+	t.Logf("%s: %v", what, err)
 }
 
 // RaceUnderLatency races ten writers through f's slowed proxy, to create the
@@ -44,13 +49,7 @@ func DroppedAppliedWrite(t *testing.T, f *Faulty, not ...error) {
 	tok := MustWrite(t, f.D, Record(0, "w-0", entry.LeaderToken{}))
 	f.Proxy.DropResponses(1)
 	_, err := f.D.WriteEntry(t.Context(), Record(1, "w-1", tok))
-	if err == nil {
-		t.Fatal("WriteEntry succeeded although its answer was dropped")
-	}
-	if c := firstOf(err, not); c != nil {
-		t.Fatalf("WriteEntry whose answer was dropped: %v; the write was applied, so it must not be %v", err, c)
-	}
-	t.Logf("ambiguous write: %v", err)
+	mustFail(t, err, "WriteEntry whose answer was dropped (the write was applied)", not)
 	if st := f.Proxy.Stats(); st.DroppedResponses != 1 {
 		t.Fatalf("proxy stats %+v, want one dropped response", st)
 	}
@@ -80,12 +79,7 @@ func AmbiguousWrites(t *testing.T, newFaulty func(t *testing.T) *Faulty, not ...
 			ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 			defer cancel()
 			_, err := f.D.WriteEntry(ctx, Record(n, "w-ambiguous", tok))
-			if err == nil {
-				t.Fatal("WriteEntry succeeded although its answer was dropped")
-			}
-			if c := firstOf(err, not); c != nil {
-				t.Fatalf("WriteEntry after a dropped answer: %v; must not be %v, the write may have won", err, c)
-			}
+			mustFail(t, err, "WriteEntry whose answer was dropped (the write was applied)", not)
 			if !strings.Contains(err.Error(), "outcome unknown") {
 				t.Errorf("error %q does not say the outcome is unknown", err)
 			}
@@ -109,13 +103,7 @@ func DroppedLosingWrite(t *testing.T, f *Faulty, not ...error) {
 	MustWrite(t, f.Direct, Record(1, "w-other", tok))
 	f.Proxy.DropResponses(1)
 	_, err := f.D.WriteEntry(t.Context(), Record(1, "w-stale", tok))
-	if err == nil {
-		t.Fatal("a stale write succeeded")
-	}
-	if c := firstOf(err, not); c != nil {
-		t.Fatalf("stale write with its answer dropped: %v; after an ambiguous attempt it must not be %v", err, c)
-	}
-	t.Logf("stale write with its answer dropped: %v", err)
+	mustFail(t, err, "stale write with its answer dropped", not)
 	if got := MustRead(t, f.D); got.WriteID != "w-other" {
 		t.Fatalf("read back %+v, want w-other untouched", got)
 	}
@@ -138,13 +126,7 @@ func Resets(t *testing.T, f *Faulty, not ...error) {
 	}
 	f.Proxy.ResetNext(100)
 	_, err := f.D.WriteEntry(t.Context(), Record(1, "w-1", tok))
-	if err == nil {
-		t.Fatal("WriteEntry with every attempt reset succeeded")
-	}
-	if c := firstOf(err, not); c != nil {
-		t.Fatalf("WriteEntry with every attempt reset: err = %v; it must not be %v", err, c)
-	}
-	t.Logf("every attempt reset: %v", err)
+	mustFail(t, err, "WriteEntry with every attempt reset", not)
 	if _, err := f.D.ReadCurrent(t.Context()); err == nil {
 		t.Fatal("ReadCurrent with every attempt reset succeeded")
 	}
@@ -166,13 +148,8 @@ func Cut(t *testing.T, f *Faulty, not ...error) {
 		t.Fatal("ReadCurrent while cut succeeded")
 	}
 	_, err := f.D.WriteEntry(t.Context(), Record(1, "w-1", tok))
-	if err == nil {
-		t.Fatal("WriteEntry while cut succeeded")
-	}
-	if c := firstOf(err, not); c != nil {
-		t.Fatalf("WriteEntry while cut: err = %v; it must not be %v", err, c)
-	}
-	t.Logf("cut: errors after %v: %v", time.Since(start), err)
+	mustFail(t, err, "WriteEntry while cut", not)
+	t.Logf("cut: errors after %v", time.Since(start))
 	f.Proxy.SetCut(false)
 	if got := MustRead(t, f.D); got.WriteID != "w-0" {
 		t.Fatalf("read %+v after the cut, want w-0", got)
