@@ -11,27 +11,29 @@ import (
 
 var electionTiming = racedecidertest.Timing{TermLength: time.Second, MaxClockSkew: 100 * time.Millisecond}
 
-// TestElection runs a full election on the server: three candidates and a
-// watcher, each with its own pool reaching the server through its own fault
-// proxy, so that cutting one candidate's proxy cuts exactly its access,
-// listener included.
-func TestElection(t *testing.T) {
+// electionServer returns the server's address and a faultproxy.NewDecider
+// on one fresh election, each decider with its own pool, so that cutting one
+// candidate's proxy cuts exactly its access, listener included.
+func electionServer(t *testing.T) (string, faultproxy.NewDecider) {
 	dsn := serverDSN(t)
 	table := freshTable(t, newPool(t, dsn, 1))
 	election := freshName("election")
-	faultproxy.RunElection(t, hostPort(t, dsn), func(t *testing.T, proxyAddr string) leaderelection.RaceDecider {
+	return hostPort(t, dsn), func(t *testing.T, proxyAddr string) leaderelection.RaceDecider {
 		return newDecider(t, newPool(t, withHost(t, dsn, proxyAddr), 4), table, election)
-	}, electionTiming)
+	}
+}
+
+// TestElection runs a full election on the server: three candidates and a
+// watcher, each reaching the server through its own fault proxy.
+func TestElection(t *testing.T) {
+	upstream, nd := electionServer(t)
+	faultproxy.RunElection(t, upstream, nd, electionTiming)
 }
 
 // TestElectionWithFaults runs candidates through a misbehaving network and
 // checks safety throughout, with the leader disrupted four times: see
 // faultproxy.RunElectionUnderFaults.
 func TestElectionWithFaults(t *testing.T) {
-	dsn := serverDSN(t)
-	table := freshTable(t, newPool(t, dsn, 1))
-	election := freshName("election")
-	faultproxy.RunElectionUnderFaults(t, hostPort(t, dsn), func(t *testing.T, proxyAddr string) leaderelection.RaceDecider {
-		return newDecider(t, newPool(t, withHost(t, dsn, proxyAddr), 4), table, election)
-	}, faultproxy.ElectionFaults{Timing: electionTiming, Disruptions: 4})
+	upstream, nd := electionServer(t)
+	faultproxy.RunElectionUnderFaults(t, upstream, nd, faultproxy.ElectionFaults{Timing: electionTiming, Disruptions: 4})
 }
