@@ -46,9 +46,6 @@ type WatchConfig struct {
 	// Observer is told of each read and each Change (see Observer). Nil
 	// costs nothing.
 	Observer Observer
-
-	// obs carries Observer into the reads of one Watch call.
-	obs *hook
 }
 
 // ChangeKind says what a Change reports.
@@ -140,11 +137,11 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 		w.Logger = slog.New(slog.DiscardHandler)
 	}
 	w.PollInterval = orDefault(w.PollInterval, DefaultWatchPollInterval)
-	w.obs = newHook(w.Observer, w.Decider, false, 0, 0, w.Logger)
-	if w.obs != nil {
+	h := newHook(w.Observer, w.Decider, false, 0, 0, w.Logger)
+	if h != nil {
 		user := cb
 		cb = func(ctx context.Context, c Change) {
-			w.obs.send(Event{Kind: EventWatchChange, Change: c.Kind, LeaderID: c.Entry.LeaderID, Term: c.Entry.Term, Expiry: c.Entry.TermExpiry})
+			h.send(Event{Kind: EventWatchChange, Change: c.Kind, LeaderID: c.Entry.LeaderID, Term: c.Entry.Term, Expiry: c.Entry.TermExpiry})
 			user(ctx, c)
 		}
 	}
@@ -158,7 +155,7 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 		expired bool              // last's expiry has been reported
 		suspect entry.LeaderToken // a record older than last, read once
 	)
-	rec, err := w.read(ctx)
+	rec, err := w.read(ctx, h)
 	for err == nil {
 		if last != nil && rec.ElectionNumber != entry.NoElections && rec.ElectionNumber < last.ElectionNumber &&
 			!rec.Token.SameVersion(suspect) {
@@ -167,7 +164,7 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 			// write), or the record was deleted and written again with
 			// lower numbers. Read again before believing it.
 			suspect = rec.Token
-			rec, err = w.read(ctx)
+			rec, err = w.read(ctx, h)
 			continue
 		}
 		if kind, ok := classify(last, rec); ok {
@@ -185,13 +182,13 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 			cb(ctx, Change{Kind: TermExpired, Entry: *last.Clone()})
 			continue
 		}
-		rec, err = w.next(ctx, wt, rec, live)
+		rec, err = w.next(ctx, wt, h, rec, live)
 	}
 	return err
 }
 
 // next waits for the next moment worth a look and returns the record then.
-func (w *WatchConfig) next(ctx context.Context, wt *waiter, rec *entry.RaceEntry, live bool) (*entry.RaceEntry, error) {
+func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, rec *entry.RaceEntry, live bool) (*entry.RaceEntry, error) {
 	now := w.Clock.Now()
 	poll := w.PollInterval
 	if wt.n != nil {
@@ -214,15 +211,15 @@ func (w *WatchConfig) next(ctx context.Context, wt *waiter, rec *entry.RaceEntry
 		// The term ran out with no push: nothing changed, no read needed.
 		return rec, nil
 	}
-	return w.read(ctx)
+	return w.read(ctx, h)
 }
 
 // watchReadTimeout bounds one read by a watcher: long enough for a slow
 // store, as a read that always times out would never converge.
 const watchReadTimeout = 10 * time.Second
 
-func (w *WatchConfig) read(ctx context.Context) (*entry.RaceEntry, error) {
-	return readRetrying(ctx, w.Clock, nil, nil, w.obs, w.Decider, max(4*w.PollInterval, watchReadTimeout), time.Time{}, func(err error) error {
+func (w *WatchConfig) read(ctx context.Context, h *hook) (*entry.RaceEntry, error) {
+	return readRetrying(ctx, w.Clock, nil, nil, h, w.Decider, max(4*w.PollInterval, watchReadTimeout), time.Time{}, func(err error) error {
 		w.report(ctx, fmt.Errorf("leaderelection: watch: reading the election record failed; retrying: %w", err))
 		return nil
 	})
