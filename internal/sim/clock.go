@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"time"
 
 	clocks "github.com/vimeo/go-clocks"
@@ -24,6 +25,10 @@ type hostClock struct {
 	sk     *skewclock.Clock
 	origin time.Time
 	rate   float64
+	// step is added to every reading: a wall-clock step (NTP) since the
+	// start. Waits already armed keep their virtual instant, as timers on
+	// a real host run on its monotonic clock.
+	step atomic.Int64
 }
 
 func newHostClock(start time.Time, offset time.Duration, drift float64) *hostClock {
@@ -35,15 +40,17 @@ func newHostClock(start time.Time, offset time.Duration, drift float64) *hostClo
 }
 
 func (h *hostClock) toLocal(inner time.Time) time.Time {
+	st := time.Duration(h.step.Load())
 	if h.rate == 1 {
-		return inner
+		return inner.Add(st)
 	}
-	return h.origin.Add(time.Duration(float64(inner.Sub(h.origin)) * h.rate))
+	return h.origin.Add(time.Duration(float64(inner.Sub(h.origin))*h.rate) + st)
 }
 
 // toInner rounds up, so that a wait for local ends when this clock reads
 // local or later, never a nanosecond early.
 func (h *hostClock) toInner(local time.Time) time.Time {
+	local = local.Add(-time.Duration(h.step.Load()))
 	if h.rate == 1 {
 		return local
 	}
@@ -73,6 +80,9 @@ func (h *hostClock) virtualWhen(local time.Time) time.Time {
 type procClock struct {
 	h *hostClock
 	p *proc
+	// sim marks the clock of the sim's own workers and clients, which
+	// the engine's breakages (negative controls) leave alone.
+	sim bool
 }
 
 var _ clocks.Clock = (*procClock)(nil)
@@ -97,6 +107,11 @@ func (c *procClock) SleepUntil(ctx context.Context, until time.Time) bool {
 
 func (c *procClock) SleepFor(ctx context.Context, d time.Duration) bool {
 	c.p.gate()
+	if c.p.s != nil && c.p.s.opt.NoSleep && !c.sim && d < c.p.s.sc.Term {
+		// The broken backoff of a negative control: a thousand times too
+		// short.
+		d /= 1000
+	}
 	ok := c.h.sk.SleepFor(ctx, c.h.dur(d))
 	c.p.gate()
 	return ok
@@ -104,6 +119,9 @@ func (c *procClock) SleepFor(ctx context.Context, d time.Duration) bool {
 
 func (c *procClock) AfterFunc(d time.Duration, f func()) clocks.StopTimer {
 	c.p.gate()
+	if c.p.s != nil && c.p.s.opt.LateTimers {
+		d += c.p.s.sc.Term / 4
+	}
 	return c.h.sk.AfterFunc(c.h.dur(d), func() {
 		c.p.gate()
 		f()

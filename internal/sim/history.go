@@ -54,6 +54,15 @@ type Stats struct {
 	ExcessSeed      uint64
 	MaxHandover     time.Duration // from a graceful stop in the quiet phase to the next election
 	MaxHandoverPush time.Duration // the same, when the store pushes changes
+	// Known counts instances of known engine issues (see knownIssues).
+	Known map[string]int
+	// DeletionOverlaps counts checks that found two valid TimeViews that
+	// deletion allows (a candidate that never saw the deleted record).
+	DeletionOverlaps int
+	WatchCovered     int           // tenures and deletions a clean watcher was required to report, and did
+	Refusals         int           // Acquire calls ended by a refusal
+	MaxRefusalEnd    time.Duration // the longest from a refusal to Acquire's return
+	MaxOpsShare      float64       // the most store calls in one term by one participant, as a share of its budget
 }
 
 // Add adds o's figures to st.
@@ -82,6 +91,17 @@ func (st *Stats) Add(o Stats) {
 		}
 		st.Faults[k] += v
 	}
+	st.DeletionOverlaps += o.DeletionOverlaps
+	st.WatchCovered += o.WatchCovered
+	st.Refusals += o.Refusals
+	st.MaxRefusalEnd = max(st.MaxRefusalEnd, o.MaxRefusalEnd)
+	st.MaxOpsShare = max(st.MaxOpsShare, o.MaxOpsShare)
+	for k, v := range o.Known {
+		if st.Known == nil {
+			st.Known = map[string]int{}
+		}
+		st.Known[k] += v
+	}
 	for k, v := range o.Violations {
 		if st.Violations == nil {
 			st.Violations = map[string]int{}
@@ -102,6 +122,11 @@ func (st *Stats) String() string {
 	fmt.Fprintf(&b, "downstream actions:   %d (%d after their TimeView expired, %d of those rejected by fencing)\n", st.Actions, st.Stale, st.Fenced)
 	fmt.Fprintf(&b, "worst recovery:       %v after faults stopped\n", st.MaxRecovery)
 	fmt.Fprintf(&b, "  beyond TermLength + MaxClockSkew: at worst %.2f x MaxClockSkew (seed %d)\n", st.RecoveryExcess, st.ExcessSeed)
+	fmt.Fprintf(&b, "watchers:             %d tenures and deletions required to be reported, all were\n", st.WatchCovered)
+	fmt.Fprintf(&b, "refusals:             %d Acquire calls ended by one, at worst %v after it\n", st.Refusals, st.MaxRefusalEnd)
+	fmt.Fprintf(&b, "busiest term:         %.0f%% of a participant's store-call budget\n", 100*st.MaxOpsShare)
+	fmt.Fprintf(&b, "deletion overlaps:    %d checks (a candidate that never saw a deleted record)\n", st.DeletionOverlaps)
+	fmt.Fprintf(&b, "known issues:         %v\n", st.Known)
 	fmt.Fprintf(&b, "worst handover:       %v after a graceful stop (%v with push notifications)\n", st.MaxHandover, st.MaxHandoverPush)
 	total := 0
 	for _, v := range st.Faults {

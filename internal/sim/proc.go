@@ -11,6 +11,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/legrpc"
 )
 
 // Lock order: store.mu before sim.mu (apply records events while holding
@@ -23,9 +24,16 @@ import (
 type proc struct {
 	s              *sim
 	slot, inc      int
-	id             string
+	id             string // the sim's name for it, unique
+	leaderID       string // its Config.LeaderID: a restart may reuse its predecessor's
+	watcher        int    // a watcher's index, or -1 for a candidate
+	clean          bool   // a watcher whose store access has no faults
+	instant        bool   // its OnElected returns at once while faults last
+	guard          *legrpc.Guard
+	ctx            context.Context // Acquire's (or Watch's)
 	host           *hostClock
-	clock          *procClock
+	clock          *procClock // the engine's
+	simClock       *procClock // the worker's and the guarded calls'; the same but for negative controls
 	disableRelease bool
 	skew           time.Duration // as configured
 
@@ -40,19 +48,40 @@ type proc struct {
 	held       int       // instants at which the current freeze held goroutines at the gate
 	heldAt     time.Time // the last of them
 	pauseUntil time.Time
-	crashed    bool          // frozen until the end of the run
-	dead       atomic.Bool   // reaped at the end of the run: its calls fail at once
-	stopped    bool          // its Acquire was cancelled
-	stall      time.Duration // a stall due at the next clock reading
-	stallAt    time.Time     // when the last stall began, and for how long
-	stallFor   time.Duration
+	crashed    bool        // frozen until the end of the run
+	dead       atomic.Bool // reaped at the end of the run: its calls fail at once
+	// steppedDown: its OnElected returned on its own, and the engine
+	// spaces out its next tenure (by 2 to 16 terms).
+	steppedDown atomic.Bool
+	stopped     bool          // its Acquire was cancelled
+	stall       time.Duration // a stall due at the next clock reading
+	stallAt     time.Time     // when the last stall began, and for how long
+	stallFor    time.Duration
 	// ops decides the fate of store calls, work the worker's pauses and
 	// step-downs: separate streams, as the two run on different goroutines
 	// whose draws would otherwise interleave differently from run to run.
 	ops, work stream
 
+	refuseNext  bool      // its next store call is refused, and every one after
+	refusedAt   time.Time // when its first refusal was delivered
+	afterRefuse int       // store calls made after that
+	silentUntil time.Time // its push channel is silent until then
+	lastThaw    time.Time // when it last came out of a pause or stall
+	sawMax      int64     // highest ElectionNumber delivered to it
+	// readClock is, per record delivered to it (ElectionNumber and write
+	// id), its clock when the store served it the first time.
+	readClock map[string]time.Time
+	calls     map[int64]int // running guarded calls and long actions, per term
+	changed   []int64       // terms reported to LeaderChanged
+	reports   []report      // a watcher's reports
+	// staleAbsent: its last read was served stale, from before the
+	// record existed; falseDeletion: a watcher reported that as a deletion.
+	staleAbsent, falseDeletion bool
+	lastStale                  bool // its last read was served stale
+
 	reads, writes, pushes int
 	opsByTerm             map[int64]int // ops per term-length window of virtual time
+	budget                int           // the most ops allowed in one window (see opBudget)
 	lastOpAt              time.Time     // virtual instant of the last store call
 	sameInstant           int           // store calls made at lastOpAt
 }
@@ -111,8 +140,82 @@ func (p *proc) afterClockRead() {
 			p.s.event(p.id, "stalls for %v right after reading its clock", d)
 		}
 		p.s.faultSleep(d)
+		p.mu.Lock()
+		p.lastThaw = maxTime(p.lastThaw, time.Now())
+		p.mu.Unlock()
 		p.gate()
 	}
+}
+
+// frozenNow reports whether the process cannot run now (paused, crashed,
+// stalled), or came out of it too recently for its goroutines to have
+// caught up: the time its timers need, at a nanosecond per goroutine held.
+func (p *proc) frozenNow() bool {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.frozen != nil || p.crashed || now.Before(p.stallAt.Add(p.stallFor)) || now.Before(p.lastThaw.Add(time.Microsecond))
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// markRefused records that the store refused this process for good: every
+// further call is refused too.
+func (p *proc) markRefused() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuseNext = true
+	if p.refusedAt.IsZero() {
+		p.refusedAt = time.Now()
+	}
+}
+
+// silent reports whether its push channel is silent now.
+func (p *proc) silent() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.clean && p.s.faultsOn() && time.Now().Before(p.silentUntil)
+}
+
+// saw records a record delivered to it, and its clock when the store
+// served it.
+func (p *proc) saw(rec *entry.RaceEntry, clock time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sawMax = max(p.sawMax, rec.ElectionNumber)
+	k := recKey(rec)
+	if _, ok := p.readClock[k]; !ok {
+		p.readClock[k] = clock
+	}
+}
+
+func recKey(rec *entry.RaceEntry) string {
+	return fmt.Sprintf("%d/%s", rec.ElectionNumber, rec.WriteID)
+}
+
+// beginCall and endCall track work done on behalf of the tenure of term:
+// a guarded call, or a long action of the worker.
+func (p *proc) beginCall(term int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls[term]++
+}
+
+func (p *proc) endCall(term int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls[term]--
+}
+
+func (p *proc) running(term int64) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls[term]
 }
 
 // pause freezes the process for d (extending a pause in progress).
@@ -141,6 +244,7 @@ func (p *proc) maybeResume() {
 	}
 	close(p.frozen)
 	p.frozen = nil
+	p.lastThaw = time.Now()
 	p.mu.Unlock()
 	p.s.event(p.id, "resumes")
 }
@@ -206,6 +310,7 @@ const (
 	opsStream uint64 = iota
 	workStream
 	engineStream // handed to the engine through internal/hooks
+	callStream   // the guarded calls' arrivals and lengths
 )
 
 // incarnationRand returns an incarnation's stream of the given kind.
@@ -234,6 +339,11 @@ func (st *stream) uniform(lo, hi time.Duration) time.Duration {
 // and on a real clock it spins, calling the store, until the clock ticks.
 const spinLimit = 100
 
+// maxAfterRefusal is how many store calls a candidate may make once the
+// store has refused it for good (say, a release refused after the
+// extension, then the read that ends Acquire): more is a retry loop.
+const maxAfterRefusal = 3
+
 // countOp counts a store operation for the cost checks, and detects and
 // breaks busy loops: past spinLimit calls at one virtual instant, it
 // reports a violation and makes each further call take a millisecond, as a
@@ -247,7 +357,15 @@ func (p *proc) countOp(kind string) {
 		p.lastOpAt, p.sameInstant = now, 0
 	}
 	spins := p.sameInstant
+	refused := !p.refusedAt.IsZero()
+	if refused {
+		p.afterRefuse++
+	}
+	after := p.afterRefuse
 	p.mu.Unlock()
+	if after == maxAfterRefusal+1 {
+		p.s.violate("refusal-retried", "%s made %d store calls after the store refused it for good", p, after)
+	}
 	if spins == spinLimit {
 		p.s.violate("busy-loop", "%s made %d store calls (the last a %s) at one virtual instant without waiting", p, spins, kind)
 	}
@@ -266,6 +384,23 @@ func (p *proc) countOp(kind string) {
 		p.pushes++
 	}
 	p.opsByTerm[window]++
+	n := p.opsByTerm[window]
+	if p.budget == 0 {
+		p.budget = p.s.opBudget(p)
+	}
+	over := n > p.budget
+	if n == p.budget+1 {
+		// Reported at once, and then broken: each further call in this
+		// window takes Term/64, so that the run can go on.
+		p.mu.Unlock()
+		p.s.violate("cost", "%s made more than %d store calls (its budget) within one term (window %d): retries without backoff?", p, p.budget, window)
+		p.mu.Lock()
+	}
+	if over {
+		p.mu.Unlock()
+		time.Sleep(p.s.sc.Term / 64)
+		p.mu.Lock()
+	}
 }
 
 func (p *proc) opCounts() (reads, writes, pushes int) {
@@ -277,36 +412,55 @@ func (p *proc) opCounts() (reads, writes, pushes int) {
 // config returns the Config of this incarnation's Acquire.
 func (p *proc) config(d leaderelection.RaceDecider) leaderelection.Config {
 	sc := p.s.sc
-	return leaderelection.Config{
-		Decider:        d,
-		LeaderID:       p.id,
-		HostPort:       []string{fmt.Sprintf("host%d:443", p.slot)},
-		TermLength:     sc.Term,
-		MaxClockSkew:   p.skew,
-		PollInterval:   sc.Poll,
-		DisableRelease: p.disableRelease,
-		Clock:          p.clock,
-		OnElected:      p.onElected,
+	s := p.s
+	cfg := leaderelection.Config{
+		Decider:            d,
+		LeaderID:           p.leaderID,
+		ExpectedCandidates: sc.ExpectedCandidates,
+		HostPort:           []string{fmt.Sprintf("host%d:443", p.slot)},
+		TermLength:         sc.Term,
+		MaxClockSkew:       p.skew,
+		PollInterval:       sc.Poll,
+		DisableRelease:     p.disableRelease,
+		Clock:              p.clock,
+		OnElected:          p.onElected,
 		OnOusting: func(context.Context) {
-			p.s.event(p.id, "OnOusting")
+			s.event(p.id, "OnOusting")
+			s.ousting(p)
+			if s.opt.DoubleOusting {
+				s.ousting(p)
+			}
 		},
 		LeaderChanged: func(_ context.Context, e entry.RaceEntry) {
-			p.s.event(p.id, "sees new leader: %s", p.s.fmtRecord(&e))
+			s.event(p.id, "sees new leader: %s", s.fmtRecord(&e))
+			s.leaderChanged(p, e.Term)
+			if s.opt.DoubleChanged {
+				s.leaderChanged(p, e.Term)
+			}
 		},
-		Logger: slog.New(&logHandler{s: p.s, who: p.id}),
+		Logger: slog.New(&logHandler{s: s, who: p.id}),
 	}
+	if p.guard != nil {
+		cfg = p.attachGuard(cfg)
+	}
+	return cfg
 }
 
 // onElected is the leader's work: every so often, check the TimeView, then
 // act on the downstream system with the fencing token. A worker pause
 // between the check and the action is the case only fencing covers.
 func (p *proc) onElected(ctx context.Context, tv *leaderelection.TimeView) {
-	tn := p.s.registerTenure(p, tv)
+	tn := p.s.registerTenure(p, tv, ctx)
 	defer p.s.endTenure(tn)
 	sc := p.s.sc
+	if p.instant && p.s.faultsOn() {
+		p.s.count("instant-return")
+		p.steppedDown.Store(true)
+		return
+	}
 	interval := sc.Term / 16
 	for {
-		if !p.clock.SleepFor(ctx, interval) {
+		if !p.simClock.SleepFor(ctx, interval) {
 			return
 		}
 		if !tv.ValueInFuture() {
@@ -323,9 +477,21 @@ func (p *proc) onElected(ctx context.Context, tv *leaderelection.TimeView) {
 			return
 		}
 		p.s.down.act(p, tn, tok)
+		if p.s.faultsOn() && p.work.float() < sc.PLongAction {
+			// An action that runs on, ignoring the context: the tenure
+			// must not be released under it.
+			d := p.work.uniform(sc.Term/8, sc.Term)
+			p.s.count("long-action")
+			p.s.event(p.id, "worker starts a long action (%v) under term %d", d, tok)
+			p.beginCall(tok)
+			p.simClock.SleepFor(context.Background(), d)
+			p.endCall(tok)
+			p.s.event(p.id, "worker's long action ends")
+		}
 		if p.s.faultsOn() && p.work.float() < sc.PStepDown {
 			p.s.count("step-down")
 			p.s.event(p.id, "OnElected returns on its own (steps down)")
+			p.steppedDown.Store(true)
 			return
 		}
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 )
@@ -26,6 +27,27 @@ type Options struct {
 	// (negative control: shows that pauses between a TimeView check and the
 	// action it guards do happen, and that only fencing catches them).
 	Unfenced bool
+	// LateTimers delays every timer the engine arms (AfterFunc) by a
+	// quarter of a term (negative control: a broken clock hook; the
+	// elected context then outlives the TimeView).
+	LateTimers bool
+	// NoSleep makes the engine's sleeps shorter than a term (backoffs,
+	// jitter) a thousand times shorter (negative control: retries
+	// without backoff).
+	NoSleep bool
+	// DoubleOusting, DoubleChanged record each OnOusting and LeaderChanged
+	// call twice (negative controls: a broken engine hook).
+	DoubleOusting, DoubleChanged bool
+	// ResetFencing makes the store number a record created where none
+	// exists from 1 (negative control: a backend that resets fencing on
+	// deletion).
+	ResetFencing bool
+	// GuardNoDrain lets OnElected return before the Guard has drained its
+	// admitted calls (negative control: a broken Guard).
+	GuardNoDrain bool
+	// WatchDrop drops every report, WatchReplay delivers the previous
+	// report again after each one (negative controls: a broken Watch).
+	WatchDrop, WatchReplay bool
 	// SampleEvery is the period of the checker's sampler, on top of the
 	// exact checks after every store response. Zero means TermLength/50.
 	SampleEvery time.Duration
@@ -41,9 +63,13 @@ const (
 	fCrash                      // the process freezes for good, without release
 	fStop                       // graceful shutdown (an abandon when DisableRelease)
 	fRestart                    // a new incarnation, with a new LeaderID, if the slot is down
+	fDelete                     // the record is deleted (an operator, a lifecycle rule)
+	fClockStep                  // the slot's wall clock steps to a new offset within the skew bound
+	fRefuse                     // the slot's next store call is refused for good (ErrRefused)
+	fSilent                     // the slot's (or a watcher's) push channel goes silent for Dur
 )
 
-var faultNames = [...]string{"partition", "pause", "stall-after-clock-read", "crash", "stop", "restart"}
+var faultNames = [...]string{"partition", "pause", "stall-after-clock-read", "crash", "stop", "restart", "delete", "clock-step", "refuse", "push-silent"}
 
 func (k faultKind) String() string { return faultNames[k] }
 
@@ -76,8 +102,10 @@ func (e FaultEvent) String() string {
 			mode = "hang"
 		}
 		s += fmt.Sprintf(" for %v (requests %s)", e.Dur, mode)
-	case fPause, fStall:
+	case fPause, fStall, fSilent:
 		s += fmt.Sprintf(" for %v", e.Dur)
+	case fClockStep:
+		s += fmt.Sprintf(" to offset %+v", e.Dur)
 	case fCrash, fStop:
 		if e.RestartAfter >= 0 {
 			s += fmt.Sprintf(", restart after %v", e.RestartAfter)
@@ -116,6 +144,31 @@ type Scenario struct {
 	PWorkerPause    float64       // per action: the worker pauses between its TimeView check and the action
 	PStepDown       float64       // per action: OnElected returns on its own
 	PDisableRelease float64       // an incarnation runs with DisableRelease (its stops are abandons)
+	PStale          float64       // a read returns the record as it was up to StaleLag ago
+	StaleLag        time.Duration //
+	PAppliedLost    float64       // a write is applied but reported as a lost race
+	PThrottle       float64       // an op is throttled (ErrThrottled, not applied)
+	PInstant        float64       // an incarnation's OnElected returns at once (while faults last)
+	PLongAction     float64       // per action: the worker's action runs Term/8 to Term, ignoring its context
+	PReuseID        float64       // a restarted incarnation reuses its predecessor's LeaderID
+	// SlowFrom..SlowTo: every store leg takes 0.2 to 0.25 x Term (a
+	// persistently slow store; round trips near Term/2).
+	SlowFrom, SlowTo time.Duration
+	// ExpectedCandidates configured (0: the default).
+	ExpectedCandidates int
+	// Watchers run WatchConfig.Watch with WatchPoll; CleanWatcher[i]
+	// marks those whose store access has no faults (their reports are
+	// checked for coverage). Guard[i] marks slots whose candidates attach
+	// a legrpc.Guard and serve calls.
+	Watchers     int
+	WatchPoll    time.Duration
+	CleanWatcher []bool
+	Guard        []bool
+	// WatchOffsets are the watchers' clock offsets.
+	WatchOffsets []time.Duration
+	// FileBackend: the store keeps its record with the real file backend
+	// (package file) in a temporary directory, under three names.
+	FileBackend bool
 
 	Events []FaultEvent
 }
@@ -126,10 +179,23 @@ const (
 	maxLateWrite = 2                    // a late write is applied at most this many terms after it was sent
 )
 
-// herdJitter bounds the engine's spreading window for candidates with the
-// default ExpectedCandidates (3): at most term/16, whatever the store's
-// round trip.
-func herdJitter(term time.Duration) time.Duration { return term / 16 }
+// herdJitter bounds the engine's spreading window: at most (k-1) x term/32
+// for k ExpectedCandidates (term/16 for the default 3), and term/2,
+// whatever the store's round trip.
+func (sc *Scenario) herdJitter() time.Duration {
+	k := sc.expected() - 1
+	if k <= 0 {
+		return 0
+	}
+	return min(time.Duration(k)*sc.Term/32, sc.Term/2)
+}
+
+func (sc *Scenario) expected() int {
+	if sc.ExpectedCandidates == 0 {
+		return 3
+	}
+	return sc.ExpectedCandidates
+}
 
 // margin is what the liveness bounds allow for store latency and scheduling.
 func (sc *Scenario) margin() time.Duration { return 40 * quietLatency }
@@ -141,13 +207,18 @@ func (sc *Scenario) margin() time.Duration { return 40 * quietLatency }
 // time), plus jitter (twice: before the first write of a campaign and after
 // a wake-up) and a few store round trips.
 func (sc *Scenario) RecoveryBound() time.Duration {
-	return sc.Term + 2*sc.Skew + 2*herdJitter(sc.Term) + sc.margin()
+	return sc.Term + 2*sc.Skew + 2*sc.herdJitter() + sc.margin()
 }
 
 // HandoverBound is how long a graceful release may take to be taken over:
 // waiting candidates learn of it by a push, or by their next poll.
 func (sc *Scenario) HandoverBound() time.Duration {
-	b := 2*herdJitter(sc.Term) + sc.margin()
+	b := 2*sc.herdJitter() + sc.margin()
+	if slices.Contains(sc.Guard, true) {
+		// The Guard holds the release until admitted calls have
+		// finished up, which they do within Term/32 of the stop.
+		b += sc.Term / 32
+	}
 	if !sc.Notifier {
 		b += sc.pollInterval()
 	}
@@ -156,7 +227,7 @@ func (sc *Scenario) HandoverBound() time.Duration {
 
 func (sc *Scenario) pollInterval() time.Duration {
 	if sc.Poll == 0 {
-		return sc.Term / 4
+		return max(sc.Term/4, time.Duration(sc.expected())*sc.Term/64)
 	}
 	return sc.Poll
 }
@@ -188,6 +259,7 @@ func NewScenario(seed uint64, o Options) *Scenario {
 		sc.Poll = time.Duration(float64(sc.Term) * pick(r, 0.0625, 0.125, 0.5, 1))
 	}
 	sc.Notifier = r.IntN(2) == 0
+	sc.ExpectedCandidates = pick(r, 0, 0, 1, 2, 3, 5, 10, 20, 50)
 
 	// Clocks: offsets within +-Skew/2 (so any two within Skew), less a
 	// quarter of the budget left for rate drift over the run.
@@ -224,6 +296,33 @@ func NewScenario(seed uint64, o Options) *Scenario {
 	sc.PWorkerPause = 0.03 * harsh
 	sc.PStepDown = 0.003 * harsh
 	sc.PDisableRelease = 0.25 * min(harsh, 1)
+	sc.PStale = pick(r, 0, 0.05, 0.2) * min(harsh, 1)
+	sc.StaleLag = uniform(r, sc.Term/8, sc.Term)
+	sc.PAppliedLost = 0.03 * harsh
+	sc.PThrottle = pick(r, 0, 0.05, 0.15) * min(harsh, 1)
+	sc.PInstant = pick(r, 0, 0, 0.2) * min(harsh, 1)
+	sc.PLongAction = 0.02 * harsh
+	sc.PReuseID = pick(r, 0, 0.5)
+	if harsh > 0 && r.IntN(4) == 0 {
+		// A persistently slow store for several terms.
+		sc.SlowFrom = uniform(r, 0, sc.FaultEnd/2)
+		sc.SlowTo = min(sc.FaultEnd, sc.SlowFrom+time.Duration(4+r.IntN(8))*sc.Term)
+	}
+	sc.Watchers = pick(r, 0, 1, 1, 2)
+	sc.WatchPoll = time.Duration(float64(sc.Term) * pick(r, 0.125, 0.25, 0.5, 1))
+	for range sc.Watchers {
+		sc.CleanWatcher = append(sc.CleanWatcher, r.IntN(2) == 0 || harsh == 0)
+		sc.WatchOffsets = append(sc.WatchOffsets, time.Duration((r.Float64()*2-1)*float64(sc.Skew)/2*0.75*spread))
+	}
+	for range sc.N {
+		sc.Guard = append(sc.Guard, r.IntN(2) == 0)
+	}
+	// The file backend has no push; the stale-store control rewrites the
+	// memory store's record.
+	sc.FileBackend = r.IntN(4) == 0 && o.StaleWriteProb == 0
+	if sc.FileBackend {
+		sc.Notifier = false
+	}
 
 	// Scheduled faults: on average `rate` per term over the whole run,
 	// half of them aimed at whoever leads at the time.
@@ -240,7 +339,19 @@ func NewScenario(seed uint64, o Options) *Scenario {
 		if r.IntN(2) == 0 {
 			ev.Slot = anyLeader
 		}
-		switch x := r.IntN(100); {
+		switch x := r.IntN(118); {
+		case x >= 100 && x < 104:
+			ev.Kind = fDelete
+		case x >= 104 && x < 110:
+			ev.Kind = fClockStep
+			ev.Slot = r.IntN(sc.N)
+			ev.Dur = time.Duration((r.Float64()*2 - 1) * float64(sc.Skew) / 2 * 0.75 * spread)
+		case x >= 110 && x < 112:
+			ev.Kind = fRefuse
+		case x >= 112:
+			ev.Kind = fSilent
+			ev.Slot = r.IntN(sc.N + sc.Watchers)
+			ev.Dur = uniform(r, sc.Term/4, 3*sc.Term)
 		case x < 25:
 			ev.Kind = fPartition
 			ev.Dur = uniform(r, sc.Term/4, 3*sc.Term)
@@ -279,6 +390,12 @@ func (sc *Scenario) String() string {
 	}
 	fmt.Fprintf(&b, "  faults until %v: latency up to %v/leg, slow %.3f, fail %.3f, lost response %.3f, late write %.3f, push fail %.3f, worker pause %.3f, step-down %.4f, DisableRelease %.2f\n",
 		sc.FaultEnd, sc.MaxLatency, sc.PSlow, sc.PFail, sc.PLostResponse, sc.PLate, sc.PPushFail, sc.PWorkerPause, sc.PStepDown, sc.PDisableRelease)
+	fmt.Fprintf(&b, "  stale read %.3f (lag up to %v), applied-but-lost %.3f, throttle %.3f, instant OnElected %.2f, long action %.3f, reused LeaderID %.1f, slow store %v..%v, ExpectedCandidates %d\n",
+		sc.PStale, sc.StaleLag, sc.PAppliedLost, sc.PThrottle, sc.PInstant, sc.PLongAction, sc.PReuseID, sc.SlowFrom, sc.SlowTo, sc.ExpectedCandidates)
+	if sc.FileBackend {
+		fmt.Fprintf(&b, "  store: the file backend, one record under three names\n")
+	}
+	fmt.Fprintf(&b, "  %d watchers (poll %v, clean %v), guards on slots %v\n", sc.Watchers, sc.WatchPoll, sc.CleanWatcher, sc.Guard)
 	fmt.Fprintf(&b, "  liveness bounds: recovery %v after faults stop, graceful handover %v\n", sc.RecoveryBound(), sc.HandoverBound())
 	fmt.Fprintf(&b, "  %d scheduled faults:\n", len(sc.Events))
 	for _, e := range sc.Events {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/file"
 	"github.com/racedecider/leaderelection/memory"
 
 	clocks "github.com/vimeo/go-clocks"
@@ -30,6 +33,13 @@ var (
 type store struct {
 	s   *sim
 	mem *memory.Decider
+	// files, in a run on the file backend, are the real file backend's
+	// Deciders for one record under several names (symlinks to its
+	// directory and to the file); each incarnation writes through one of
+	// them. They replace mem, which then only serves pushes (none: a
+	// file run has no notifier).
+	files    []*file.Decider
+	filePath string
 
 	mu sync.Mutex
 	// acc guards accepted.
@@ -40,6 +50,101 @@ type store struct {
 	maxTerm  int64
 	writes   int // applied writes
 	inflight sync.WaitGroup
+	// holder is the incarnation that wrote the stored record (LeaderIDs
+	// may be reused, so the record's own cannot tell); createdAt is when
+	// a record was last created where none existed.
+	holder    *proc
+	createdAt time.Time
+	// past holds the records stored lately, for stale reads.
+	past []pastRecord
+	// spans is every stretch of time during which one tenure's record (or
+	// none) was stored: what watchers must report.
+	spans []span
+}
+
+// span is a stretch of virtual time during which the store held a record
+// of one term (term -1: no record; deleted: because it was deleted).
+type span struct {
+	term     int64
+	deleted  bool
+	from, to time.Duration // to is 0 while it lasts
+}
+
+type pastRecord struct {
+	from time.Time // stored from then on
+	rec  *entry.RaceEntry
+}
+
+// remember logs the record now stored, for stale reads and watchers.
+// Called with mu held.
+func (st *store) remember(deleted bool) {
+	rec, err := st.read()
+	if err != nil {
+		return
+	}
+	term := int64(-1)
+	if rec.ElectionNumber != entry.NoElections {
+		term = rec.Term
+	}
+	if n := len(st.spans); n == 0 || st.spans[n-1].term != term || deleted {
+		now := st.s.now()
+		if n > 0 {
+			st.spans[n-1].to = now
+		}
+		st.spans = append(st.spans, span{term: term, deleted: deleted, from: now})
+	}
+	st.past = append(st.past, pastRecord{time.Now(), rec})
+	if len(st.past) > 64 {
+		st.past = st.past[len(st.past)-64:]
+	}
+}
+
+// asOf returns the record as it was at t (the oldest remembered if t is
+// before them all).
+func (st *store) asOf(t time.Time) *entry.RaceEntry {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i := len(st.past) - 1; i >= 0; i-- {
+		if !st.past[i].from.After(t) || i == 0 {
+			return st.past[i].rec.Clone()
+		}
+	}
+	rec, _ := st.read()
+	return rec
+}
+
+// holderProc returns the incarnation that wrote the stored record.
+func (st *store) holderProc() *proc {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.holder
+}
+
+// remove deletes the record, if one exists and was created long enough ago
+// for the engine's numbering to stay above it (see newTenureNumber: a
+// record created where none exists is numbered from its writer's clock in
+// Unix milliseconds, which may be MaxClockSkew behind). It returns the
+// deleted record and the incarnation that wrote it.
+func (st *store) remove() (*entry.RaceEntry, *proc, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s := st.s
+	rec, err := st.read()
+	if err != nil || rec.ElectionNumber == entry.NoElections || time.Since(st.createdAt) < 2*s.sc.Skew+s.sc.Term/4 {
+		return nil, nil, false
+	}
+	if st.files != nil {
+		if err := os.Remove(st.filePath); err != nil {
+			s.violate("file-backend", "deleting %s: %v", st.filePath, err)
+		}
+	} else {
+		st.mem.Delete()
+	}
+	h := st.holder
+	st.holder = nil
+	st.remember(true)
+	s.event("store", "DELETED %s", s.fmtRecord(rec))
+	return rec, h, true
 }
 
 type tenureKey struct {
@@ -48,15 +153,61 @@ type tenureKey struct {
 }
 
 func newStore(s *sim) *store {
-	return &store{s: s, mem: memory.NewDecider(), accepted: map[tenureKey]map[time.Time]bool{}, maxTerm: -1}
+	st := &store{s: s, mem: memory.NewDecider(), accepted: map[tenureKey]map[time.Time]bool{}, maxTerm: -1}
+	st.remember(false)
+	return st
 }
 
 // current returns the stored record (for the orchestrator and checks).
 func (st *store) current() *entry.RaceEntry {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	rec, _ := st.mem.ReadCurrent(context.Background())
+	rec, _ := st.read()
 	return rec
+}
+
+// read reads the stored record. Called with mu held.
+func (st *store) read() (*entry.RaceEntry, error) {
+	if st.files != nil {
+		rec, err := st.files[0].ReadCurrent(context.Background())
+		if err != nil {
+			st.s.violate("file-backend", "reading %s: %v", st.files[0], err)
+		}
+		return rec, err
+	}
+	return st.mem.ReadCurrent(context.Background())
+}
+
+// write applies e through p's name for the record. Called with mu held.
+func (st *store) write(p *proc, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	if st.files != nil {
+		return st.files[p.slot%len(st.files)].WriteEntry(context.Background(), e)
+	}
+	return st.mem.WriteEntry(context.Background(), e)
+}
+
+// openFiles sets the store up on the real file backend in dir: one record
+// under three names.
+func (st *store) openFiles(dir string) error {
+	real := filepath.Join(dir, "shared")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink("shared", filepath.Join(dir, "state")); err != nil {
+		return err
+	}
+	if err := os.Symlink("election", filepath.Join(real, "alias")); err != nil {
+		return err
+	}
+	for _, name := range []string{"shared/election", "state/election", "shared/alias"} {
+		d, err := file.NewDecider(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		st.files = append(st.files, d)
+	}
+	st.filePath = filepath.Join(real, "election")
+	return nil
 }
 
 func (st *store) wasAccepted(id string, term int64, expiry time.Time) bool {
@@ -74,7 +225,7 @@ func (st *store) apply(p *proc, e *entry.RaceEntry, acceptStale bool) (entry.Lea
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s := st.s
-	prev, err := st.mem.ReadCurrent(context.Background())
+	prev, err := st.read()
 	if err != nil {
 		return entry.LeaderToken{}, err
 	}
@@ -94,12 +245,27 @@ func (st *store) apply(p *proc, e *entry.RaceEntry, acceptStale bool) (entry.Lea
 		tok = cur.Token
 		s.violate("store-stale-token", "store accepted %s from %s conditioned on stale v%q (stored v%q)", s.fmtRecord(e), p, e.Token.Version, prev.Token.Version)
 	} else {
-		if tok, err = st.mem.WriteEntry(context.Background(), e); err != nil {
+		if s.opt.ResetFencing && prev.ElectionNumber == entry.NoElections {
+			// The broken backend of a negative control: it numbers a
+			// created record from 1, as if deletion reset fencing.
+			e = e.Clone()
+			e.ElectionNumber, e.Term = 1, 1
+		}
+		if tok, err = st.write(p, e); err != nil {
+			if st.files != nil {
+				s.violate("file-backend", "%s refused %s conditioned on the stored version: %v", st.files[p.slot%len(st.files)], s.fmtRecord(e), err)
+			}
 			return tok, err
 		}
 	}
 	st.writes++
-	key := tenureKey{e.LeaderID, e.Term}
+	prevHolder := st.holder
+	st.holder = p
+	if prev.ElectionNumber == entry.NoElections {
+		st.createdAt = time.Now()
+	}
+	st.remember(false)
+	key := tenureKey{p.id, e.Term}
 	st.acc.Lock()
 	if st.accepted[key] == nil {
 		st.accepted[key] = map[time.Time]bool{}
@@ -125,7 +291,7 @@ func (st *store) apply(p *proc, e *entry.RaceEntry, acceptStale bool) (entry.Lea
 		// A takeover: the previous holder must have stopped believing it
 		// leads, on its own clock, unless it released.
 		if prev.ElectionNumber != entry.NoElections && !prev.Released {
-			if h := s.procByID(prev.LeaderID); h != nil {
+			if h := prevHolder; h != nil {
 				if hnow := h.host.Now(); hnow.Before(prev.TermExpiry) {
 					s.violate("premature-takeover", "%s takes over term %d (by %s) while its holder's clock reads %s, before its expiry %s",
 						p, prev.Term, prev.LeaderID, s.fmtLocal(hnow), s.fmtLocal(prev.TermExpiry))
@@ -138,7 +304,7 @@ func (st *store) apply(p *proc, e *entry.RaceEntry, acceptStale bool) (entry.Lea
 	return tok, nil
 }
 
-// access is one incarnation's way to the store.
+// access is one incarnation's (or one watcher's) way to the store.
 type access struct {
 	st *store
 	p  *proc
@@ -152,14 +318,30 @@ var (
 	_ leaderelection.ChangeNotifier = pushAccess{}
 )
 
+// String names the store in the engine's errors.
+func (a *access) String() string { return "sim store" }
+
+// faulty reports whether this access meets faults now: a clean watcher
+// never does.
+func (a *access) faulty() bool { return a.st.s.faultsOn() && !a.p.clean }
+
 // leg is the latency of one leg of an operation.
 func (a *access) leg() time.Duration {
-	sc := a.st.s.sc
-	if !a.st.s.faultsOn() {
+	s := a.st.s
+	sc := s.sc
+	if !a.faulty() {
 		return a.p.ops.uniform(quietLatency/20, quietLatency)
 	}
+	if a.p.watcher >= 0 {
+		// No leg that could time a watcher's read out (see failChance).
+		return a.p.ops.uniform(sc.MaxLatency/20, sc.MaxLatency)
+	}
+	if now := s.now(); now >= sc.SlowFrom && now < sc.SlowTo {
+		// A persistently slow store: round trips near Term/2.
+		return a.p.ops.uniform(sc.Term/5, sc.Term/4)
+	}
 	if a.p.ops.float() < sc.PSlow {
-		a.st.s.count("slow-op")
+		s.count("slow-op")
 		return a.p.ops.uniform(sc.MaxLatency, sc.Term/2)
 	}
 	return a.p.ops.uniform(sc.MaxLatency/20, sc.MaxLatency)
@@ -167,7 +349,15 @@ func (a *access) leg() time.Duration {
 
 // chance reports whether a fault of probability prob strikes this op.
 func (a *access) chance(prob float64) bool {
-	return a.st.s.faultsOn() && a.p.ops.float() < prob
+	return a.faulty() && a.p.ops.float() < prob
+}
+
+// failChance is chance for a fault that fails a read: never for a
+// watcher, whose retries Watch spaces out with the process-wide random
+// source (it takes no seeded one, as Acquire does), which would make the
+// run irreproducible.
+func (a *access) failChance(prob float64) bool {
+	return a.p.watcher < 0 && a.chance(prob)
 }
 
 // sleepCtx sleeps d (virtual time in the bubble), or until ctx ends.
@@ -188,6 +378,33 @@ func (a *access) blocked(ctx context.Context, op string) error {
 	}
 	sleepCtx(ctx, quietLatency)
 	return fmt.Errorf("sim: %s: %w", op, errPartitioned)
+}
+
+// refused answers a call with a definite refusal when one is due (a
+// scheduled fault): the store did nothing, and says so.
+func (a *access) refused(ctx context.Context, op string) error {
+	p := a.p
+	p.mu.Lock()
+	due := p.refuseNext
+	p.refuseNext = false
+	p.mu.Unlock()
+	if !due {
+		return nil
+	}
+	sleepCtx(ctx, 2*a.leg())
+	p.markRefused()
+	a.st.s.event(p.id, "its %s is REFUSED (403: permission denied)", op)
+	return fmt.Errorf("sim: %s: 403 permission denied: %w", op, entry.ErrRefused)
+}
+
+// throttled answers a call with a throttling error (not applied).
+func (a *access) throttled(ctx context.Context, op string) error {
+	if !a.failChance(a.st.s.sc.PThrottle) {
+		return nil
+	}
+	a.st.s.count("throttled")
+	sleepCtx(ctx, 2*a.leg())
+	return fmt.Errorf("sim: %s: 429 slow down: %w", op, entry.ErrThrottled)
 }
 
 func (a *access) ctxErr(ctx context.Context, op string) error {
@@ -222,28 +439,53 @@ func (a *access) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 		return nil, errDead
 	}
 	p.countOp("read")
+	if err := a.refused(ctx, "read"); err != nil {
+		return nil, err
+	}
 	if err := a.blocked(ctx, "read"); err != nil {
 		return nil, err
 	}
-	if a.chance(s.sc.PFail) {
+	if a.failChance(s.sc.PFail) {
 		s.count("op-failure")
 		sleepCtx(ctx, a.leg())
 		return nil, fmt.Errorf("sim: read: %w", errInjected)
+	}
+	if err := a.throttled(ctx, "read"); err != nil {
+		return nil, err
 	}
 	if !sleepCtx(ctx, a.leg()) {
 		return nil, a.ctxErr(ctx, "read")
 	}
 	rec := a.st.current()
+	readClock := p.host.Now()
+	lag := time.Duration(0)
+	if a.chance(s.sc.PStale) {
+		lag = p.ops.uniform(0, s.sc.StaleLag)
+	}
+	staleAbsent := false
+	if lag > 0 {
+		if old := a.st.asOf(time.Now().Add(-lag)); old.ElectionNumber != rec.ElectionNumber {
+			s.count("stale-read")
+			s.event(p.id, "its read is served %v stale", lag)
+			staleAbsent = old.ElectionNumber == entry.NoElections
+			rec = old
+		}
+	}
+	p.mu.Lock()
+	p.staleAbsent = staleAbsent
+	p.lastStale = lag > 0 && rec != nil
+	p.mu.Unlock()
 	if !sleepCtx(ctx, a.leg()) {
 		return nil, a.ctxErr(ctx, "read")
 	}
-	if part, _ := s.partitioned(p.slot); part || a.chance(s.sc.PLostResponse) {
+	if part, _ := s.partitioned(p.slot); part || a.failChance(s.sc.PLostResponse) {
 		s.count("lost-read-response")
 		return nil, fmt.Errorf("sim: read: %w", errLostResponse)
 	}
 	if !a.respond() {
 		return nil, errDead
 	}
+	p.saw(rec, readClock)
 	s.event(p.id, "read %s", s.fmtRecord(rec))
 	return rec, nil
 }
@@ -256,6 +498,12 @@ func (a *access) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.Lead
 	}
 	p.countOp("write")
 	s.event(p.id, "sends %s", s.fmtRecord(e))
+	if e.Released {
+		s.checkRelease(p, e)
+	}
+	if err := a.refused(ctx, "write"); err != nil {
+		return zero, err
+	}
 	if err := a.blocked(ctx, "write"); err != nil {
 		return zero, err
 	}
@@ -264,6 +512,10 @@ func (a *access) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.Lead
 		sleepCtx(ctx, a.leg())
 		return zero, fmt.Errorf("sim: write: %w", errInjected)
 	}
+	if err := a.throttled(ctx, "write"); err != nil {
+		s.event(p.id, "its write (election %d) is throttled", e.ElectionNumber)
+		return zero, err
+	}
 	send := a.leg()
 	if a.chance(s.sc.PLate) {
 		send = p.ops.uniform(s.sc.Term/4, maxLateWrite*s.sc.Term)
@@ -271,6 +523,7 @@ func (a *access) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.Lead
 	}
 	// Drawn now, on the caller's goroutine, to keep the ops stream in order.
 	acceptStale := s.opt.StaleWriteProb > 0 && p.ops.float() < s.opt.StaleWriteProb
+	appliedLost := a.chance(s.sc.PAppliedLost)
 	e = e.Clone()
 	type result struct {
 		tok entry.LeaderToken
@@ -315,6 +568,13 @@ func (a *access) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.Lead
 		s.event(p.id, "loses the response to its write (election %d)", e.ElectionNumber)
 		return zero, fmt.Errorf("sim: write: %w", errLostResponse)
 	}
+	if appliedLost && r.err == nil {
+		// A backend's own retry of an applied write meets its own
+		// record, and reports a conflict.
+		s.count("applied-but-lost")
+		s.event(p.id, "its write (election %d) was applied but is reported as a lost race", e.ElectionNumber)
+		r = result{err: fmt.Errorf("sim: write: 412 precondition failed (on a retry): %w", entry.ErrRaceLost)}
+	}
 	if !a.respond() {
 		return zero, errDead
 	}
@@ -335,6 +595,11 @@ func (a pushAccess) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*
 	if err := a.blocked(ctx, "wait for change"); err != nil {
 		return nil, err
 	}
+	if p.silent() {
+		// The channel is silent: no push, no error.
+		<-ctx.Done()
+		return nil, a.ctxErr(ctx, "wait for change")
+	}
 	if a.chance(s.sc.PPushFail) {
 		s.count("push-failure")
 		sleepCtx(ctx, a.leg())
@@ -344,10 +609,11 @@ func (a pushAccess) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*
 	if err != nil {
 		return nil, err
 	}
+	readClock := p.host.Now()
 	if !sleepCtx(ctx, a.leg()) {
 		return nil, a.ctxErr(ctx, "wait for change")
 	}
-	if part, _ := s.partitioned(p.slot); part {
+	if part, _ := s.partitioned(p.slot); part || p.silent() {
 		// The push is lost; the connection stays silent.
 		<-ctx.Done()
 		return nil, a.ctxErr(ctx, "wait for change")
@@ -355,6 +621,7 @@ func (a pushAccess) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*
 	if !a.respond() {
 		return nil, errDead
 	}
+	p.saw(rec, readClock)
 	s.event(p.id, "pushed %s", s.fmtRecord(rec))
 	return rec, nil
 }

@@ -1,0 +1,298 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/legrpc"
+)
+
+// This file drives the parts beyond Acquire: legrpc Guards serving calls,
+// and WatchConfig.Watch observers; and holds the checks on the engine's
+// callbacks (OnOusting, LeaderChanged) and on refusals.
+
+// attachGuard wires a legrpc.Guard into cfg, as a server would.
+func (p *proc) attachGuard(cfg leaderelection.Config) leaderelection.Config {
+	if !p.s.opt.GuardNoDrain {
+		return p.guard.Attach(cfg)
+	}
+	// The broken Guard of a negative control: OnElected returns as soon
+	// as the worker does, while the Guard drains on behind the engine's
+	// back.
+	inner := cfg.OnElected
+	var userDone chan struct{}
+	cfg.OnElected = func(ctx context.Context, tv *leaderelection.TimeView) {
+		inner(ctx, tv)
+		close(userDone)
+	}
+	cfg = p.guard.Attach(cfg)
+	guarded := cfg.OnElected
+	cfg.OnElected = func(ctx context.Context, tv *leaderelection.TimeView) {
+		userDone = make(chan struct{})
+		done := userDone
+		go guarded(ctx, tv)
+		<-done
+	}
+	return cfg
+}
+
+// serveCalls sends calls to the process's Guard, as clients would, until
+// its Acquire ends. An admitted call works for a while; when the leadership
+// ends (its context does), it finishes up within Term/32 and returns.
+func (p *proc) serveCalls() {
+	sc := p.s.sc
+	r := newStream(sc.Seed, p.slot, p.inc, callStream)
+	ic := p.guard.UnaryServerInterceptor()
+	info := &grpc.UnaryServerInfo{FullMethod: "/sim.Leader/Act"}
+	for {
+		if !p.simClock.SleepFor(p.ctx, r.uniform(sc.Term/32, sc.Term/4)) || p.dead.Load() {
+			return
+		}
+		// Drawn here, in order, not on the call's goroutine.
+		work, finish := r.uniform(sc.Term/16, sc.Term/2), r.uniform(0, sc.Term/32)
+		go func() {
+			_, _ = ic(context.Background(), nil, info, func(hctx context.Context, _ any) (any, error) {
+				tv, _ := legrpc.TimeViewFromContext(hctx)
+				term := tv.Term()
+				p.beginCall(term)
+				defer p.endCall(term)
+				p.s.count("guarded-call")
+				if !p.simClock.SleepFor(hctx, work) {
+					p.simClock.SleepFor(context.Background(), finish)
+				}
+				return nil, nil
+			})
+		}()
+	}
+}
+
+// checkRelease: a release is sent only once nothing acts on behalf of the
+// tenure (no guarded call, no long action of the worker).
+func (s *sim) checkRelease(p *proc, e *entry.RaceEntry) {
+	if n := p.running(e.Term); n > 0 {
+		s.violate("release-under-call", "%s sends the release of term %d while %d calls or actions admitted under it still run", p, e.Term, n)
+	}
+}
+
+// ousting checks an OnOusting call: after OnElected has returned, once per
+// tenure.
+func (s *sim) ousting(p *proc) {
+	at := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var last *tenure
+	for i := len(s.tenures) - 1; i >= 0; i-- {
+		if s.tenures[i].p == p {
+			last = s.tenures[i]
+			break
+		}
+	}
+	switch {
+	case last == nil:
+		s.violateLocked(at, "ousting", fmt.Sprintf("%s: OnOusting with no tenure", p))
+		return
+	case last.ended.IsZero():
+		s.violateLocked(at, "ousting", fmt.Sprintf("%s: OnOusting before OnElected returned (term %d)", p, last.term))
+	case last.ousted > 0:
+		s.violateLocked(at, "ousting", fmt.Sprintf("%s: OnOusting again for term %d", p, last.term))
+	}
+	last.ousted++
+}
+
+// leaderChanged checks a LeaderChanged call: once per tenure, in order.
+func (s *sim) leaderChanged(p *proc, term int64) {
+	p.mu.Lock()
+	prev := int64(-1)
+	if n := len(p.changed); n > 0 {
+		prev = p.changed[n-1]
+	}
+	p.changed = append(p.changed, term)
+	p.mu.Unlock()
+	if term <= prev {
+		s.violate("leader-changed", "%s: LeaderChanged reports term %d after term %d", p, term, prev)
+	}
+}
+
+func (p *proc) reported(term int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.changed {
+		if t == term {
+			return true
+		}
+	}
+	return false
+}
+
+// report is one Change a watcher reported.
+type report struct {
+	at time.Duration
+	c  leaderelection.Change
+}
+
+// startWatcher starts watcher k: WatchConfig.Watch on its own clock and
+// store access, until the shutdown.
+func (s *sim) startWatcher(k int) *proc {
+	sc := s.sc
+	slot := sc.N + k
+	p := &proc{
+		s: s, slot: slot, inc: 1, watcher: k, clean: sc.CleanWatcher[k],
+		id:        fmt.Sprintf("w%d", k),
+		host:      newHostClock(s.start, sc.WatchOffsets[k], 0),
+		done:      make(chan struct{}),
+		ops:       newStream(sc.Seed, slot, 1, opsStream),
+		work:      newStream(sc.Seed, slot, 1, workStream),
+		opsByTerm: map[int64]int{},
+		readClock: map[string]time.Time{},
+		calls:     map[int64]int{},
+		sawMax:    -1,
+	}
+	p.leaderID = p.id
+	p.clock = &procClock{h: p.host, p: p}
+	p.simClock = &procClock{h: p.host, p: p, sim: true}
+	var d leaderelection.RaceDecider = &access{st: s.st, p: p}
+	if sc.Notifier {
+		d = pushAccess{&access{st: s.st, p: p}}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.ctx, p.cancel = ctx, cancel
+	s.mu.Lock()
+	s.watchers = append(s.watchers, p)
+	s.byID[p.id] = p
+	s.mu.Unlock()
+	wc := leaderelection.WatchConfig{
+		Decider:      d,
+		MaxClockSkew: sc.Skew,
+		PollInterval: sc.WatchPoll,
+		Clock:        p.clock,
+		OnError: func(_ context.Context, err error) {
+			s.event(p.id, "watch error: %v", err)
+		},
+	}
+	s.event(p.id, "watches (poll %v, clean %v)", sc.WatchPoll, p.clean)
+	go func() {
+		p.err = wc.Watch(ctx, func(_ context.Context, c leaderelection.Change) { s.watchReport(p, c) })
+		close(p.done)
+	}()
+	return p
+}
+
+// watchReport records and checks one of a watcher's reports: they come in
+// order (election numbers go up; an expiry or a deletion concerns the last
+// record reported), and none names as current a leader whose term had
+// ended, on the watcher's clock, when the store served the record.
+func (s *sim) watchReport(p *proc, c leaderelection.Change) {
+	if s.opt.WatchDrop {
+		return
+	}
+	s.recordReport(p, c)
+	if s.opt.WatchReplay {
+		p.mu.Lock()
+		n := len(p.reports)
+		var prev leaderelection.Change
+		if n >= 2 {
+			prev = p.reports[n-2].c
+		}
+		p.mu.Unlock()
+		if n >= 2 {
+			s.recordReport(p, prev)
+		}
+	}
+}
+
+func (s *sim) recordReport(p *proc, c leaderelection.Change) {
+	s.event(p.id, "watch reports %s %s", c.Kind, s.fmtRecord(&c.Entry))
+	p.mu.Lock()
+	var last *leaderelection.Change
+	for i := len(p.reports) - 1; i >= 0; i-- {
+		if k := p.reports[i].c.Kind; k != leaderelection.TermExpired && k != leaderelection.RecordDeleted {
+			last = &p.reports[i].c
+			break
+		}
+	}
+	readAt, seen := p.readClock[recKey(&c.Entry)]
+	p.reports = append(p.reports, report{at: s.now(), c: c})
+	falseDeletion, stale := p.falseDeletion, p.lastStale
+	p.falseDeletion = false
+	if c.Kind == leaderelection.RecordDeleted && p.staleAbsent {
+		p.falseDeletion = true
+	}
+	p.mu.Unlock()
+	if c.Kind == leaderelection.RecordDeleted && p.falseDeletion {
+		s.known("watch-false-deletion", fmt.Sprintf("%s reports a deletion on a stale read of no record (the record exists)", p))
+	}
+	en := c.Entry.ElectionNumber
+	switch c.Kind {
+	case leaderelection.LeaderElected, leaderelection.TermExtended, leaderelection.LeaderReleased:
+		if last != nil && en <= last.Entry.ElectionNumber && falseDeletion {
+			s.known("watch-false-deletion", fmt.Sprintf("%s reports %s of election %d again after a false deletion", p, c.Kind, en))
+		} else if last != nil && en <= last.Entry.ElectionNumber && stale {
+			s.known("watch-stale-reorder", fmt.Sprintf("%s reports %s of election %d, served by a stale read, after election %d", p, c.Kind, en, last.Entry.ElectionNumber))
+		} else if last != nil && en <= last.Entry.ElectionNumber {
+			s.violate("watch-order", "%s reports %s of election %d after election %d", p, c.Kind, en, last.Entry.ElectionNumber)
+		}
+		if c.Kind != leaderelection.LeaderReleased && seen && !c.Entry.TermExpiry.After(readAt) {
+			s.known("watch-reports-ended-term", fmt.Sprintf("%s reports %s %s as current, but its term had ended when the store served it (watcher's clock %s)",
+				p, c.Kind, s.fmtRecord(&c.Entry), s.fmtLocal(readAt)))
+		}
+	default:
+		if last == nil || en != last.Entry.ElectionNumber {
+			s.violate("watch-order", "%s reports %s of election %d, not the last record it reported", p, c.Kind, en)
+		}
+	}
+}
+
+// checkWatchCoverage checks what each clean watcher (one whose store
+// access has no faults) reported up to until: every tenure whose record
+// was stored for longer than the watcher's poll interval (plus round
+// trips), and every deletion that lasted as long.
+func (s *sim) checkWatchCoverage(until time.Duration) {
+	sc := s.sc
+	bound := sc.WatchPoll + 4*quietLatency
+	s.st.mu.Lock()
+	spans := append([]span(nil), s.st.spans...)
+	s.st.mu.Unlock()
+	s.mu.Lock()
+	watchers := append([]*proc(nil), s.watchers...)
+	s.mu.Unlock()
+	for _, w := range watchers {
+		if !w.clean {
+			continue
+		}
+		w.mu.Lock()
+		reps := append([]report(nil), w.reports...)
+		w.mu.Unlock()
+		for _, sp := range spans {
+			to := sp.to
+			if to == 0 {
+				to = until
+			}
+			if to > until || to-sp.from <= bound || (sp.term < 0 && !sp.deleted) {
+				continue
+			}
+			found := false
+			for _, r := range reps {
+				if sp.deleted && r.c.Kind == leaderelection.RecordDeleted && r.at >= sp.from && r.at <= to+bound ||
+					!sp.deleted && r.c.Kind != leaderelection.RecordDeleted && r.c.Entry.Term == sp.term {
+					found = true
+					break
+				}
+			}
+			switch {
+			case found:
+				s.mu.Lock()
+				s.stats.WatchCovered++
+				s.mu.Unlock()
+			case sp.deleted:
+				s.violate("watch-missed", "%s never reported the deletion at %v, which lasted %v (poll %v)", w, fmtDur(sp.from), to-sp.from, sc.WatchPoll)
+			default:
+				s.violate("watch-missed", "%s never reported term %d, stored from %v for %v (poll %v)", w, sp.term, fmtDur(sp.from), to-sp.from, sc.WatchPoll)
+			}
+		}
+	}
+}
