@@ -250,7 +250,8 @@ func (s *sim) recordReport(p *proc, c leaderelection.Change) {
 // checkWatchCoverage checks what each clean watcher (one whose store
 // access has no faults) reported up to until: every tenure whose record
 // was stored for longer than the watcher's poll interval (plus round
-// trips), and every deletion that lasted as long.
+// trips), and every deletion, of a record it had reported, that lasted as
+// long.
 func (s *sim) checkWatchCoverage(until time.Duration) {
 	sc := s.sc
 	bound := sc.WatchPoll + 4*quietLatency
@@ -267,7 +268,20 @@ func (s *sim) checkWatchCoverage(until time.Duration) {
 		w.mu.Lock()
 		reps := append([]report(nil), w.reports...)
 		w.mu.Unlock()
-		for _, sp := range spans {
+		reported := func(term int64) bool {
+			for _, r := range reps {
+				if r.c.Kind != leaderelection.RecordDeleted && r.c.Entry.Term == term {
+					return true
+				}
+			}
+			return false
+		}
+		for i, sp := range spans {
+			if sp.deleted && (i == 0 || !reported(spans[i-1].term)) {
+				// A deletion is news only to a watcher that saw the
+				// record deleted.
+				continue
+			}
 			to := sp.to
 			if to == 0 {
 				to = until
