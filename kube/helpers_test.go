@@ -115,3 +115,9 @@ func ensureNamespace(t testing.TB, cs kubernetes.Interface, ns string) {
 		t.Fatalf("creating namespace %s: %v", ns, err)
 	}
 }
+
+func deleteOptions() metav1.DeleteOptions { return metav1.DeleteOptions{} }
+
+func testenvKubeconfig(t testing.TB) string {
+	return testenv.Server(t, envKubeconfig, "kube-apiserver", startCommand)
+}

@@ -54,11 +54,8 @@ func NewDecider(client kubernetes.Interface, namespace, name string) (*Decider, 
 	if client == nil {
 		return nil, errors.New("kube: NewDecider with a nil client")
 	}
-	if errs := apivalidation.ValidateNamespaceName(namespace, false); len(errs) > 0 {
-		return nil, fmt.Errorf("kube: namespace %q: %s", namespace, errs[0])
-	}
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return nil, fmt.Errorf("kube: Lease name %q: %s", name, errs[0])
+	if err := checkNames(namespace, name); err != nil {
+		return nil, err
 	}
 	return &Decider{
 		leases:    client.CoordinationV1().Leases(namespace),
@@ -217,3 +214,14 @@ func token(l *coordinationv1.Lease) entry.LeaderToken {
 }
 
 func isForbidden(err error) bool { return apierrors.IsForbidden(err) }
+
+// checkNames checks a namespace and Lease name as the API server would.
+func checkNames(namespace, name string) error {
+	if errs := apivalidation.ValidateNamespaceName(namespace, false); len(errs) > 0 {
+		return fmt.Errorf("kube: namespace %q: %s", namespace, errs[0])
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("kube: Lease name %q: %s", name, errs[0])
+	}
+	return nil
+}

@@ -44,6 +44,9 @@ func openURL(_ context.Context, u *url.URL) (leaderelection.RaceDecider, error) 
 	case strings.Contains(name, "/"):
 		return nil, fmt.Errorf("%w: Lease name %q contains a slash; want k8s://NAMESPACE/NAME", leaderelection.ErrBadURL, name)
 	}
+	if err := checkNames(namespace, name); err != nil {
+		return nil, fmt.Errorf("%w: %w", leaderelection.ErrBadURL, err)
+	}
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: u.Query().Get("context")}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), overrides)
 	cfg, err := cc.ClientConfig()

@@ -1,0 +1,56 @@
+package kube_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/kube"
+)
+
+func TestOpenDeciderErrors(t *testing.T) {
+	t.Setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	cases := map[string]string{
+		"k8s:///election":              "no namespace",
+		"k8s://default":                "no Lease name",
+		"k8s://default/":               "no Lease name",
+		"k8s://default/a/b":            "contains a slash",
+		"k8s://default:80/a":           "want k8s://NAMESPACE/NAME",
+		"k8s://Default/a":              `namespace "Default"`,
+		"k8s://default/UPPER":          `Lease name "UPPER"`,
+		"k8s://default/a?namespace=x":  "namespace",
+		"k8s://default/a?context=nope": "context",
+	}
+	for raw, want := range cases {
+		t.Run(raw, func(t *testing.T) {
+			d, err := leaderelection.OpenDecider(t.Context(), raw)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("OpenDecider(%q) = %v, %v; want an error saying %q", raw, d, err, want)
+			}
+		})
+	}
+	if _, err := leaderelection.OpenDecider(t.Context(), "k8s:///x"); !errors.Is(err, leaderelection.ErrBadURL) {
+		t.Errorf("a URL without a namespace: %v, want leaderelection.ErrBadURL", err)
+	}
+}
+
+// TestOpenDecider opens a Decider by URL, with the kubeconfig found through
+// $KUBECONFIG as kubectl finds it.
+func TestOpenDecider(t *testing.T) {
+	t.Setenv("KUBECONFIG", testenvKubeconfig(t))
+	name := freshLease()
+	d, err := leaderelection.OpenDecider(t.Context(), "k8s://"+namespace+"/"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, ok := d.(*kube.Decider)
+	if !ok || kd.Namespace() != namespace || kd.Name() != name {
+		t.Fatalf("OpenDecider returned %#v", d)
+	}
+	t.Cleanup(func() { _ = kd.Close() })
+	if e, err := d.ReadCurrent(t.Context()); err != nil || !e.Token.IsZero() {
+		t.Fatalf("ReadCurrent of a new election = %+v, %v", e, err)
+	}
+}
