@@ -865,6 +865,12 @@ func (s *sim) apply(ev FaultEvent) (FaultEvent, bool) {
 	case fClockStep:
 		p.host.step.Store(int64(ev.Dur - s.sc.Offsets[slot]))
 	case fRefuse:
+		if s.now() > s.sc.FaultEnd-18*s.sc.Term {
+			// Too late: the candidate could still be ending (after a
+			// tenure pause of up to 16 terms) when the quiet phase,
+			// which needs every slot up, begins.
+			break
+		}
 		p.mu.Lock()
 		p.refuseNext = true
 		p.mu.Unlock()

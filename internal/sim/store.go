@@ -386,9 +386,8 @@ func (a *access) refused(ctx context.Context, op string) error {
 	p := a.p
 	p.mu.Lock()
 	due := p.refuseNext
-	p.refuseNext = false
 	p.mu.Unlock()
-	if !due {
+	if !due || !a.st.s.faultsOn() {
 		return nil
 	}
 	sleepCtx(ctx, 2*a.leg())
