@@ -241,12 +241,6 @@ func (s *sim) partitioned(slot int) (part, hang bool) {
 	return time.Now().Before(s.partUntil[slot]), s.partHang[slot]
 }
 
-func (s *sim) procByID(id string) *proc {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.byID[id]
-}
-
 // checkSoon asks the checker to compare every TimeView once the goroutines
 // woken at this instant have settled.
 func (s *sim) checkSoon() {
