@@ -9,6 +9,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/hooks"
 	"github.com/racedecider/leaderelection/legrpc"
 )
 
@@ -159,7 +160,9 @@ func (s *sim) startWatcher(k int) *proc {
 	if sc.Notifier {
 		d = pushAccess{&access{st: s.st, p: p}}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// Watch does not read this source yet (see failChance); once it
+	// does, its retries are reproducible too.
+	ctx, cancel := context.WithCancel(hooks.WithRand(context.Background(), incarnationRand(sc.Seed, slot, 1, engineStream)))
 	p.ctx, p.cancel = ctx, cancel
 	s.mu.Lock()
 	s.watchers = append(s.watchers, p)
