@@ -29,6 +29,8 @@ type hostClock struct {
 	// start. Waits already armed keep their virtual instant, as timers on
 	// a real host run on its monotonic clock.
 	step atomic.Int64
+	// backSteps counts the steps back.
+	backSteps atomic.Int64
 }
 
 func newHostClock(start time.Time, offset time.Duration, drift float64) *hostClock {

@@ -90,11 +90,24 @@ type tenure struct {
 	sawAtElect   int64 // the highest election number its holder had seen when elected
 	stepAtStart  int64 // its host's wall-clock step when it began
 	lateReported bool
+	backAtStart  int64 // its host's backward wall-clock steps when it began
+	revived      bool
 }
 
 // validNow reports whether the tenure's TimeView is in the future on its
-// holder's clock, read without faults.
-func (tn *tenure) validNow() bool { return tn.p.host.Now().Before(tn.tv.Get()) }
+// holder's clock, read without faults. An ended TimeView revived by a wall
+// clock stepped back is not (see revivedNow).
+func (tn *tenure) validNow() bool { return tn.p.host.Now().Before(tn.tv.Get()) && !tn.revivedNow() }
+
+// revivedNow reports whether the TimeView holds what the engine set it to
+// when the tenure ended (the wall clock's reading then, not an expiry the
+// store accepted) and the wall clock has stepped back since the tenure
+// began: on a real host the TimeView's monotonic half keeps it expired; the
+// sim's clock readings have no monotonic part (a known issue: an engine
+// fix would make an ended TimeView expired for good).
+func (tn *tenure) revivedNow() bool {
+	return tn.p.host.backSteps.Load() > tn.backAtStart && !tn.p.s.st.wasAccepted(tn.p.id, tn.term, tn.tv.Get())
+}
 
 // live reports whether the holder can still act (it has not crashed).
 func (tn *tenure) live() bool {
@@ -312,6 +325,10 @@ func (s *sim) checkAll() {
 			}
 			tn.last = v
 		}
+		if !tn.revived && tn.revivedNow() && tn.p.host.Now().Before(v) {
+			tn.revived = true
+			s.knownLocked(at, "ended-timeview-revived", fmt.Sprintf("%s's ended TimeView (term %d, until %s) reads valid again after its wall clock stepped back", tn.p, tn.term, s.fmtLocal(v)))
+		}
 		if !tn.validNow() {
 			s.checkContextLocked(at, tn)
 			continue
@@ -397,6 +414,7 @@ func (s *sim) checkContextLocked(at time.Duration, tn *tenure) {
 // made strict again).
 var knownIssues = map[string]knownIssue{
 	"ctx-late-after-clock-step": {100519, "the elected context ends late, by up to the step, when the wall clock steps forward during a tenure: the watchdog's timer runs on the monotonic clock"},
+	"ended-timeview-revived":    {104343, "an ended TimeView (set to the wall clock's reading at its end) reads valid again when the wall clock steps back, on a clock without monotonic readings (the sim's, a fake): TimeView.end could mark it ended for good"},
 	"watch-stale-reorder":       {254, "Watch re-reads once a record older than one it reported, and reports it if the second read is as stale (out of order)"},
 	"watch-false-deletion":      {208, "Watch reports RecordDeleted when a stale read serves no record (from before the record was created), then the same leader again"},
 	"watch-reports-ended-term":  {4, "Watch reports LeaderElected or TermExtended for a record whose expiry had passed on its clock when it read it (then TermExpired at once)"},
@@ -435,7 +453,7 @@ func (s *sim) describeLocked(valid []*tenure) string {
 // valid TimeView, and the fencing token went up.
 func (s *sim) registerTenure(p *proc, tv *leaderelection.TimeView, ctx context.Context) *tenure {
 	at := s.now()
-	tn := &tenure{p: p, term: tv.Term(), tv: tv, start: time.Now(), last: tv.Get(), ctx: ctx, stepAtStart: p.host.step.Load()}
+	tn := &tenure{p: p, term: tv.Term(), tv: tv, start: time.Now(), last: tv.Get(), ctx: ctx, stepAtStart: p.host.step.Load(), backAtStart: p.host.backSteps.Load()}
 	p.mu.Lock()
 	tn.sawAtElect = p.sawMax
 	p.mu.Unlock()
@@ -857,7 +875,9 @@ func (s *sim) apply(ev FaultEvent) (FaultEvent, bool) {
 			s.mu.Unlock()
 		}
 	case fClockStep:
-		p.host.step.Store(int64(ev.Dur - s.sc.Offsets[slot]))
+		if old := p.host.step.Swap(int64(ev.Dur - s.sc.Offsets[slot])); old > int64(ev.Dur-s.sc.Offsets[slot]) {
+			p.host.backSteps.Add(1)
+		}
 	case fRefuse:
 		if s.now() > s.sc.FaultEnd-18*s.sc.Term {
 			// Too late: the candidate could still be ending (after a
