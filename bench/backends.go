@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -26,7 +29,38 @@ import (
 )
 
 // The backends the program knows, in the order "all" runs them.
-var backendNames = []string{"memory", "memory-poll", "gcs", "s3"}
+var backendNames = []string{"memory", "memory-poll", "gcs", "s3", "azblob", "dynamodb", "postgres"}
+
+// server is an emulator the program does not start itself: the backend
+// reads its address from env, which the start command prints.
+type server struct {
+	env, name, start string
+}
+
+// servers are the backends that need a server started beforehand.
+var servers = map[string]server{
+	"azblob":   {"LEADERELECTION_AZURITE_CONNECTION_STRING", "Azurite", `eval "$(scripts/azurite.sh start)"`},
+	"dynamodb": {"LEADERELECTION_DYNAMODB_ENDPOINT", "DynamoDB Local", `eval "$(scripts/dynamodb-local.sh start)"`},
+	"postgres": {"LEADERELECTION_POSTGRES_DSN", "PostgreSQL", `eval "$(scripts/postgres.sh start)"`},
+}
+
+// errNoServer says a backend's server is not running (its variable is unset).
+type errNoServer struct {
+	backend string
+	server
+}
+
+func (e errNoServer) Error() string {
+	return fmt.Sprintf("backend %s needs %s: %s is unset; start it with: %s", e.backend, e.name, e.env, e.start)
+}
+
+// runID keeps this run's containers and tables apart from earlier runs' on a
+// server that outlives them.
+var runID = func() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}()
 
 // backend makes fresh election objects on one store.
 type backend struct {
@@ -41,6 +75,8 @@ type backend struct {
 	// newStore returns a RaceDecider on a new, empty election object.
 	newStore func(ctx context.Context) (leaderelection.RaceDecider, error)
 	close    func()
+	// seq numbers the election objects of a server backend.
+	seq atomic.Int64
 }
 
 const emulatorBucket = "leaderelection-bench"
@@ -106,6 +142,15 @@ func newBackend(ctx context.Context, name string, s *settings) (*backend, error)
 		}
 		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
 			return les3.NewDecider(client, emulatorBucket, fmt.Sprintf("bench/election-%d", seq.Add(1)))
+		}
+	case "azblob", "dynamodb", "postgres":
+		srv := servers[name]
+		addr := os.Getenv(srv.env)
+		if addr == "" {
+			return nil, errNoServer{name, srv}
+		}
+		if err := newServerBackend(ctx, b, addr, s); err != nil {
+			return nil, fmt.Errorf("backend %s on %s (%s): %w", name, srv.name, srv.env, err)
 		}
 	default:
 		return nil, fmt.Errorf("unknown backend %q (known: %v)", name, backendNames)

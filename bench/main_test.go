@@ -5,18 +5,44 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/racedecider/leaderelection/internal/testenv"
 )
 
 // TestQuickRunEmitsEveryScenario runs a tiny configuration end to end on both
 // memory backends and checks the JSON holds every scenario, without errors.
 // Timing targets are printed by the program, never asserted here.
 func TestQuickRunEmitsEveryScenario(t *testing.T) {
+	quickRun(t, "memory,memory-poll", "memory", "memory-poll")
+}
+
+// TestQuickRunOnServers does the same on each server backend whose server
+// is running.
+func TestQuickRunOnServers(t *testing.T) {
+	for _, name := range []string{"azblob", "dynamodb", "postgres"} {
+		t.Run(name, func(t *testing.T) {
+			srv := servers[name]
+			testenv.Server(t, srv.env, srv.name, srv.start)
+			rep := quickRun(t, name, name)
+			if got := rep.Backends[0].Push; got != (name == "postgres") {
+				t.Errorf("%s: push = %v", name, got)
+			}
+		})
+	}
+}
+
+// quickRun runs every scenario on backends, tiny, and checks that each of
+// want has metrics for every scenario and no errors.
+func quickRun(t *testing.T, backends string, want ...string) *Report {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "results.json")
 	var stdout, stderr bytes.Buffer
 	args := []string{
+		"-backend", backends,
 		"-quick", "-reps", "2", "-steady-terms", "1", "-herd", "8",
 		"-term", "400ms", "-skew", "20ms", "-latency", "1ms", "-json", path,
 	}
@@ -34,9 +60,14 @@ func TestQuickRunEmitsEveryScenario(t *testing.T) {
 	if rep.Settings.TermMs != 400 || rep.Settings.Reps != 2 || !rep.Settings.Quick {
 		t.Errorf("settings %+v do not match the flags", rep.Settings)
 	}
-	if len(rep.Backends) != 2 || rep.Backends[0].Backend != "memory" || rep.Backends[1].Backend != "memory-poll" {
-		t.Fatalf("backends %+v, want memory and memory-poll", rep.Backends)
+	var got []string
+	for _, b := range rep.Backends {
+		got = append(got, b.Backend)
 	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("backends %v, want %v", got, want)
+	}
+	out := stdout.String()
 	for _, b := range rep.Backends {
 		if b.Errors != 0 {
 			t.Errorf("%s: %d scenario errors", b.Backend, b.Errors)
@@ -60,11 +91,59 @@ func TestQuickRunEmitsEveryScenario(t *testing.T) {
 		if b.MedianRTTMs < 1 {
 			t.Errorf("%s: median request %.2f ms, want at least the 1 ms latency added", b.Backend, b.MedianRTTMs)
 		}
+		if !strings.Contains(out, "== "+b.Backend+":") {
+			t.Errorf("table output lacks backend %s:\n%s", b.Backend, out)
+		}
 	}
-	out := stdout.String()
-	for _, want := range []string{"== memory:", "== memory-poll:", "Targets met:", "JSON written to"} {
+	for _, want := range []string{"Targets met:", "JSON written to"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table output lacks %q:\n%s", want, out)
+		}
+	}
+	return &rep
+}
+
+// TestMissingServer checks that a server backend whose variable is unset is
+// an error naming the variable and the start command when asked for by
+// name, and is reported as skipped when "all" is asked.
+func TestMissingServer(t *testing.T) {
+	for _, srv := range servers {
+		t.Setenv(srv.env, "")
+	}
+	for name, srv := range servers {
+		err := run(t.Context(), []string{"-backend", name, "-json", ""}, &bytes.Buffer{}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), srv.env) || !strings.Contains(err.Error(), srv.start) {
+			t.Errorf("-backend %s without a server: %v, want an error naming %s and %s", name, err, srv.env, srv.start)
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "results.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"-backend", "all", "-scenarios", "handover", "-reps", "1",
+		"-term", "400ms", "-skew", "20ms", "-latency", "1ms", "-json", path}
+	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("-backend all without servers: %v\nstderr:\n%s", err, stderr.String())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("invalid JSON: %v", err)
+	}
+	if len(rep.Backends) != len(backendNames) {
+		t.Fatalf("%d backends reported, want %d", len(rep.Backends), len(backendNames))
+	}
+	for _, b := range rep.Backends {
+		srv, isServer := servers[b.Backend]
+		switch {
+		case isServer && !strings.Contains(b.Skipped, srv.start):
+			t.Errorf("%s: skipped %q, want the start command %s", b.Backend, b.Skipped, srv.start)
+		case isServer && !strings.Contains(stdout.String(), "== "+b.Backend+": skipped"):
+			t.Errorf("table does not say %s was skipped:\n%s", b.Backend, stdout.String())
+		case !isServer && (b.Skipped != "" || b.Errors != 0 || len(b.Metrics) == 0):
+			t.Errorf("%s: skipped %q, %d errors, %d metrics; want it run", b.Backend, b.Skipped, b.Errors, len(b.Metrics))
 		}
 	}
 }

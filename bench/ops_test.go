@@ -1,19 +1,26 @@
 package main
 
 import (
+	"io"
 	"testing"
 	"time"
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/testenv"
 )
 
 // The benchmarks below time one renewal (the leader's extension write) and
 // one read on each backend without added latency. On gcs and s3 the emulator
-// runs in the same process, so its allocations are counted too.
+// runs in the same process, so its allocations are counted too; azblob,
+// dynamodb and postgres need their server running (they are skipped
+// otherwise) and count only the client's.
 
 func benchStore(b *testing.B, name string) leaderelection.RaceDecider {
 	b.Helper()
+	if srv, ok := servers[name]; ok {
+		testenv.Server(b, srv.env, srv.name, srv.start)
+	}
 	be, err := newBackend(b.Context(), name, &settings{})
 	if err != nil {
 		b.Fatal(err)
@@ -22,6 +29,9 @@ func benchStore(b *testing.B, name string) leaderelection.RaceDecider {
 	d, err := be.newStore(b.Context())
 	if err != nil {
 		b.Fatal(err)
+	}
+	if cl, ok := d.(io.Closer); ok {
+		b.Cleanup(func() { _ = cl.Close() })
 	}
 	return d
 }
@@ -36,7 +46,7 @@ func leaderRecord() *entry.RaceEntry {
 	}
 }
 
-var opBackends = []string{"memory", "gcs", "s3"}
+var opBackends = []string{"memory", "gcs", "s3", "azblob", "dynamodb", "postgres"}
 
 func BenchmarkRenewal(b *testing.B) {
 	for _, name := range opBackends {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -337,6 +338,10 @@ func (c *cluster) close() error {
 		<-w.done
 	}
 	c.el.cancel()
+	// A postgres Decider holds a listener connection until closed.
+	if cl, ok := c.el.inner.(io.Closer); ok {
+		errs = append(errs, cl.Close())
+	}
 	return errors.Join(errs...)
 }
 

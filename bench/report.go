@@ -55,6 +55,8 @@ type BackendResult struct {
 	MedianRTTMs float64  `json:"medianRequestMs"`
 	Metrics     []Metric `json:"metrics"`
 	Errors      int      `json:"errors"`
+	// Skipped says why the backend did not run (its server was not started).
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Stat summarises the samples of one metric.
@@ -160,6 +162,10 @@ func printTable(w io.Writer, r *Report) {
 		msDur(st.TermMs), msDur(st.MaxClockSkewMs), msDur(st.PollIntervalMs), msDur(st.WatchPollMs), st.Reps, st.Herd, st.SteadyTerms)
 	fmt.Fprintf(bw, "Command: %s\n", r.Command)
 	for _, b := range r.Backends {
+		if b.Skipped != "" {
+			fmt.Fprintf(bw, "\n== %s: skipped: %s\n", b.Backend, b.Skipped)
+			continue
+		}
 		fmt.Fprintf(bw, "\n== %s: %s; median request %.1f ms\n", b.Backend, b.Description, b.MedianRTTMs)
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "scenario\tmetric\tunit\tmedian\tmax\tn\ttarget\t")

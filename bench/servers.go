@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	leazblob "github.com/racedecider/leaderelection/azblob"
+	ledynamodb "github.com/racedecider/leaderelection/dynamodb"
+	"github.com/racedecider/leaderelection/postgres"
+)
+
+// newServerBackend fills b for a backend whose server runs outside the
+// program at addr (the value of its variable). Each run gets a container or
+// table of its own, removed by b.close; each election is one blob, item or
+// row in it.
+func newServerBackend(ctx context.Context, b *backend, addr string, s *settings) error {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	switch b.name {
+	case "azblob":
+		// Azurite closes a connection idle for 5 s; a write sent on it as it
+		// closes fails with a reset, an unknown outcome the engine would
+		// have to resolve. Never reuse one that old.
+		tr.IdleConnTimeout = 2 * time.Second
+		name := "le-bench-" + runID
+		client, err := container.NewClientFromConnectionString(addr, name, &container.ClientOptions{
+			ClientOptions: azcore.ClientOptions{
+				Transport: &http.Client{Transport: tr},
+				Retry:     policy.RetryOptions{MaxRetries: 3, RetryDelay: 10 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("container client: %w", err)
+		}
+		if _, err := client.Create(ctx, nil); err != nil {
+			return fmt.Errorf("creating container %s: %w", name, err)
+		}
+		b.desc = fmt.Sprintf("azblob.Decider on Azurite (separate process, loopback HTTP) + %v per request, polling", s.latency)
+		b.close = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, _ = client.Delete(ctx, nil)
+			tr.CloseIdleConnections()
+		}
+		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
+			return leazblob.NewDecider(client, fmt.Sprintf("bench/election-%d", b.seq.Add(1)))
+		}
+	case "dynamodb":
+		client := ddb.New(ddb.Options{
+			Region:       "us-east-1",
+			BaseEndpoint: aws.String(addr),
+			// DynamoDB Local accepts any credentials.
+			Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", ""),
+			HTTPClient:  &http.Client{Transport: tr},
+			Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxBackoff = 50 * time.Millisecond
+				o.RateLimiter = ratelimit.None
+			}),
+		})
+		table := "le-bench-" + runID
+		if err := ledynamodb.CreateTable(ctx, client, table); err != nil {
+			return err
+		}
+		b.desc = fmt.Sprintf("dynamodb.Decider on DynamoDB Local (separate process, loopback HTTP) + %v per request, polling", s.latency)
+		b.close = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, _ = client.DeleteTable(ctx, &ddb.DeleteTableInput{TableName: aws.String(table)})
+			tr.CloseIdleConnections()
+		}
+		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
+			return ledynamodb.NewDecider(client, table, fmt.Sprintf("election-%d", b.seq.Add(1)))
+		}
+	case "postgres":
+		cfg, err := pgxpool.ParseConfig(addr)
+		if err != nil {
+			return fmt.Errorf("parsing the DSN: %w", err)
+		}
+		// The default (4 on this machine) would queue a herd's reads behind
+		// each other. Each election's listener takes a connection of its
+		// own out of the pool, so it does not count against this.
+		cfg.MaxConns = 32
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		table := "le_bench_" + runID
+		if err := postgres.CreateTable(ctx, pool, table); err != nil {
+			pool.Close()
+			return err
+		}
+		b.push = true
+		b.desc = fmt.Sprintf("postgres.Decider on PostgreSQL (separate process, loopback TCP) + %v per request, LISTEN/NOTIFY", s.latency)
+		b.close = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, _ = pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{table}.Sanitize())
+			pool.Close()
+		}
+		// cluster.close closes each Decider, ending its listener.
+		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
+			return postgres.New(pool, table, fmt.Sprintf("election-%d", b.seq.Add(1)))
+		}
+	}
+	return nil
+}
