@@ -132,10 +132,10 @@ type clientGoElector struct {
 	done   chan struct{}
 }
 
-// client-go timing: LeaseDuration > RenewDeadline + RetryPeriod, with a
-// second and a half to spare for a slow request.
+// client-go timing: LeaseDuration > 2 x RenewDeadline + RetryPeriod (see
+// the README: the renewal that succeeded may itself take RenewDeadline).
 const (
-	cgLeaseDuration = 4 * time.Second
+	cgLeaseDuration = 5 * time.Second
 	cgRenewDeadline = 2 * time.Second
 	cgRetryPeriod   = 500 * time.Millisecond
 )

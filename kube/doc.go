@@ -36,9 +36,11 @@
 // this package writes a spec that client-go electors judge valid for at
 // least as long as its term. So both can run on one Lease during a rolling
 // migration without two leaders, provided the client-go electors keep
-// LeaseDuration > RenewDeadline + RetryPeriod (with margin for a slow
-// request): a client-go leader may go on believing it leads for up to
-// RetryPeriod + RenewDeadline after the renewTime it last wrote.
+// LeaseDuration > S + RetryPeriod + RenewDeadline, where S (at most
+// RenewDeadline) is how long a successful renewal request takes: a client-go
+// leader may go on believing it leads that long after the renewTime it last
+// wrote. LeaseDuration >= 2*RenewDeadline + RetryPeriod holds whatever the
+// latency.
 //
 // # Permissions
 //

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -105,15 +103,6 @@ func newDecider(t testing.TB, cfg *rest.Config, name string) *kube.Decider {
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	return d
-}
-
-// ensureNamespace creates namespace ns if it does not exist.
-func ensureNamespace(t testing.TB, cs kubernetes.Interface, ns string) {
-	t.Helper()
-	_, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating namespace %s: %v", ns, err)
-	}
 }
 
 func deleteOptions() metav1.DeleteOptions { return metav1.DeleteOptions{} }
