@@ -152,6 +152,7 @@ func (s *sim) startWatcher(k int) *proc {
 		readClock: map[string]time.Time{},
 		calls:     map[int64]int{},
 		sawMax:    -1,
+		sawTerms:  map[int64]int64{},
 	}
 	p.leaderID = p.id
 	p.clock = &procClock{h: p.host, p: p}

@@ -62,12 +62,13 @@ type proc struct {
 	// whose draws would otherwise interleave differently from run to run.
 	ops, work stream
 
-	refuseNext  bool      // its next store call is refused, and every one after
-	refusedAt   time.Time // when its first refusal was delivered
-	afterRefuse int       // store calls made after that
-	silentUntil time.Time // its push channel is silent until then
-	lastThaw    time.Time // when it last came out of a pause or stall
-	sawMax      int64     // highest ElectionNumber delivered to it
+	refuseNext  bool            // its next store call is refused, and every one after
+	refusedAt   time.Time       // when its first refusal was delivered
+	afterRefuse int             // store calls made after that
+	silentUntil time.Time       // its push channel is silent until then
+	lastThaw    time.Time       // when it last came out of a pause or stall
+	sawMax      int64           // highest ElectionNumber delivered to it
+	sawTerms    map[int64]int64 // per term, the highest ElectionNumber delivered to it
 	// readClock is, per record delivered to it (ElectionNumber and write
 	// id), its clock when the store served it the first time.
 	readClock map[string]time.Time
@@ -188,6 +189,9 @@ func (p *proc) saw(rec *entry.RaceEntry, clock time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sawMax = max(p.sawMax, rec.ElectionNumber)
+	if rec.ElectionNumber != entry.NoElections {
+		p.sawTerms[rec.Term] = max(p.sawTerms[rec.Term], rec.ElectionNumber)
+	}
 	k := recKey(rec)
 	if _, ok := p.readClock[k]; !ok {
 		p.readClock[k] = clock

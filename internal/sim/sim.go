@@ -455,7 +455,13 @@ func (s *sim) registerTenure(p *proc, tv *leaderelection.TimeView, ctx context.C
 	at := s.now()
 	tn := &tenure{p: p, term: tv.Term(), tv: tv, start: time.Now(), last: tv.Get(), ctx: ctx, stepAtStart: p.host.step.Load(), backAtStart: p.host.backSteps.Load()}
 	p.mu.Lock()
-	tn.sawAtElect = p.sawMax
+	// What it had seen of other tenures: its own records do not count.
+	tn.sawAtElect = -1
+	for term, en := range p.sawTerms {
+		if term < tn.term {
+			tn.sawAtElect = max(tn.sawAtElect, en)
+		}
+	}
 	p.mu.Unlock()
 	if !p.reported(tn.term) {
 		s.violate("leader-changed", "%s elected with term %d without reporting it to LeaderChanged", p, tn.term)
@@ -721,6 +727,7 @@ func (s *sim) startProc(slot int) *proc {
 		inc:       inc,
 		watcher:   -1,
 		sawMax:    -1,
+		sawTerms:  map[int64]int64{},
 		readClock: map[string]time.Time{},
 		calls:     map[int64]int{},
 		id:        fmt.Sprintf("c%d.%d", slot, inc),
