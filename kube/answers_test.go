@@ -53,7 +53,9 @@ func TestClassifyRealAnswers(t *testing.T) {
 	}
 	_, err = ls.Create(ctx, l, metav1.CreateOptions{})
 	check("create of an existing Lease", err, reqCreate, raceLost)
-	if _, err := ls.Update(ctx, created.DeepCopy(), metav1.UpdateOptions{}); err != nil {
+	changed := created.DeepCopy()
+	changed.Labels = map[string]string{"changed": "yes"} // an update that changes nothing is not a write
+	if _, err := ls.Update(ctx, changed, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = ls.Update(ctx, created.DeepCopy(), metav1.UpdateOptions{})

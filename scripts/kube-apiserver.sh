@@ -53,8 +53,8 @@ built_version() {
 		[ -x "$b" ] || return 0
 	done
 	{
-		go version -m "$APISERVER" 2>/dev/null | awk '$1 == "dep" && $2 == "k8s.io/kubernetes" { print $2 "@" $3 }'
-		go version -m "$ETCD" 2>/dev/null | awk '$1 == "path" && $2 == "go.etcd.io/etcd/server/v3" { p = 1 } $1 == "mod" && $2 == "go.etcd.io/etcd/server/v3" { print $2 "@" $3 } $1 == "dep" && $2 == "go.etcd.io/etcd/server/v3" { print $2 "@" $3 }'
+		go version -m "$APISERVER" 2>/dev/null | awk '($1 == "mod" || $1 == "dep") && $2 == "k8s.io/kubernetes" { print $2 "@" $3 }'
+		go version -m "$ETCD" 2>/dev/null | awk '($1 == "mod" || $1 == "dep") && $2 == "go.etcd.io/etcd/server/v3" { print $2 "@" $3 }'
 	} | sort -u | tr '\n' ' '
 }
 
