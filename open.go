@@ -34,6 +34,7 @@ import (
 //	                               module .../dynamodb: one item in a DynamoDB table
 //	postgres://USER@HOST:PORT/DATABASE?table=TABLE&election=NAME
 //	                               module .../postgres: one row in a PostgreSQL table
+//	k8s://NAMESPACE/NAME           module .../kube: a Kubernetes Lease (kubeconfig or in-cluster)
 type URLOpener struct {
 	// Open returns a RaceDecider for u. OpenDecider has already checked
 	// that u's scheme is the one registered and that its query has no
@@ -67,6 +68,7 @@ var inTreePackages = map[string]string{
 	"dynamodb":   "github.com/racedecider/leaderelection/dynamodb",
 	"postgres":   "github.com/racedecider/leaderelection/postgres",
 	"postgresql": "github.com/racedecider/leaderelection/postgres",
+	"k8s":        "github.com/racedecider/leaderelection/kube",
 }
 
 // RegisterScheme makes OpenDecider open URLs whose scheme is scheme (compared

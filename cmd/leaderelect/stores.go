@@ -7,6 +7,7 @@ import (
 	_ "github.com/racedecider/leaderelection/dynamodb"
 	_ "github.com/racedecider/leaderelection/file"
 	_ "github.com/racedecider/leaderelection/gcs"
+	_ "github.com/racedecider/leaderelection/kube"
 	_ "github.com/racedecider/leaderelection/memory"
 	_ "github.com/racedecider/leaderelection/postgres"
 	_ "github.com/racedecider/leaderelection/s3"

@@ -47,6 +47,11 @@ func TestModuleStores(t *testing.T) {
 		}
 		runAndStatus(t, "dynamodb://"+table+"/election?region=us-east-1&endpoint="+url.QueryEscape(endpoint))
 	})
+	t.Run("kube", func(t *testing.T) {
+		kubeconfig := testenv.Server(t, "LEADERELECTION_KUBECONFIG", "kube-apiserver", `eval "$(scripts/kube-apiserver.sh start)"`)
+		t.Setenv("KUBECONFIG", kubeconfig)
+		runAndStatus(t, "k8s://default/cli-"+suffix)
+	})
 	t.Run("postgres", func(t *testing.T) {
 		dsn := testenv.Server(t, "LEADERELECTION_POSTGRES_DSN", "PostgreSQL", `eval "$(scripts/postgres.sh start)"`)
 		pool, err := pgxpool.New(t.Context(), dsn)
