@@ -123,7 +123,7 @@ func (st *store) holderProc() *proc {
 // remove deletes the record, if one exists and was created long enough ago
 // for the engine's numbering to stay above it (see newTenureNumber: a
 // record created where none exists is numbered from its writer's clock in
-// Unix milliseconds, which may be MaxClockSkew behind). It returns the
+// Unix microseconds, which may be MaxClockSkew behind). It returns the
 // deleted record and the incarnation that wrote it.
 func (st *store) remove() (*entry.RaceEntry, *proc, bool) {
 	st.mu.Lock()
