@@ -79,7 +79,11 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 			cd.log.Error("this host's clock is too far from the store's: stepping down", "term", cur.Term, "offset", cd.obs.offset.String(), "max_clock_skew", cd.MaxClockSkew)
 			break
 		}
-		if !cd.Clock.SleepUntil(electedCtx, cd.extendAt(tv.Get())) {
+		// Never at the very instant of the last step (a slow store puts
+		// extendAt in the past): a goroutine woken at this instant, such
+		// as an OnElected that returns at once, is seen first, so that
+		// the course does not hang on which of the two ran first.
+		if !cd.Clock.SleepUntil(electedCtx, maxTime(cd.extendAt(tv.Get()), cd.Clock.Now().Add(time.Nanosecond))) {
 			break
 		}
 		stored, ok, xerr := cd.extend(electedCtx, cur, tv)
