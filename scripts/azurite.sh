@@ -49,8 +49,6 @@ else
 	set_addr 127.0.0.1:10000
 fi
 
-say() { echo "azurite.sh: $*" >&2; }
-
 installed_version() {
 	local pkg=$STATE/node_modules/azurite/package.json
 	[ -f "$pkg" ] || return 0
@@ -79,18 +77,6 @@ answers() {
 	local code
 	code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$ADDR/" || true)
 	[ -n "$code" ] && [ "$code" != 000 ]
-}
-
-running_pid() {
-	[ -f "$PIDFILE" ] || return 1
-	local pid
-	pid=$(cat "$PIDFILE")
-	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && \
-		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q azurite; then
-		echo "$pid"
-		return 0
-	fi
-	return 1
 }
 
 print_env() {
@@ -137,54 +123,11 @@ start() {
 	(cd "$STATE" && exec setsid nohup "$BIN" --inMemoryPersistence --skipApiVersionCheck --loose --disableTelemetry --silent \
 		--blobHost "${ADDR%:*}" --blobPort "${ADDR##*:}" >"$LOG" 2>&1 </dev/null) &
 	echo $! >"$PIDFILE"
-	for _ in $(seq 1 150); do
-		if answers; then
-			say "started (pid $(cat "$PIDFILE")) at $ENDPOINT, log in $LOG"
-			print_env
-			return 0
-		fi
-		if ! running_pid >/dev/null; then
-			break
-		fi
-		sleep 0.1
-	done
-	say "azurite did not answer at $ADDR; its log:"
-	tail -n 30 "$LOG" >&2 || true
-	stop || true
-	return 1
+	await_started 150 0.1
 }
 
-stop() {
-	if pid=$(running_pid); then
-		kill "$pid"
-		for _ in $(seq 1 50); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		say "stopped (pid $pid)"
-	else
-		say "not running"
-	fi
-	rm -f "$PIDFILE" "$ADDRFILE"
-}
-
-status() {
-	if pid=$(running_pid) && answers; then
-		say "running (pid $pid) at $ENDPOINT"
-	else
-		say "not running"
-		return 1
-	fi
-}
-
-case "${1:-}" in
-install) install ;;
-start) start ;;
-env) print_env ;;
-status) status ;;
-stop) stop ;;
-*)
-	echo "usage: $0 install|start|env|status|stop" >&2
-	exit 2
-	;;
-esac
+NAME=azurite
+MATCH="azurite"
+STATE_FILES="$ADDRFILE"
+. "$ROOT/scripts/lib.sh"
+main "$@"

@@ -60,8 +60,6 @@ else
 	set_port 8000
 fi
 
-say() { echo "dynamodb-local.sh: $*" >&2; }
-
 install() {
 	if [ "$(cat "$STATE/version" 2>/dev/null)" = "$VERSION" ] && [ -f "$EMULATOR/DynamoDBLocal.jar" ] &&
 		[ -f "$CLASSES/$LAUNCHER.class" ]; then
@@ -115,18 +113,6 @@ answers() {
 	curl -s -o /dev/null --max-time 2 "$ENDPOINT/"
 }
 
-running_pid() {
-	[ -f "$PIDFILE" ] || return 1
-	local pid
-	pid=$(cat "$PIDFILE")
-	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
-		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$LAUNCHER"; then
-		echo "$pid"
-		return 0
-	fi
-	return 1
-}
-
 print_env() {
 	echo "export LEADERELECTION_DYNAMODB_ENDPOINT=$ENDPOINT"
 }
@@ -164,54 +150,11 @@ start() {
 		-inMemory -sharedDb -disableTelemetry -port "$PORT") >"$LOG" 2>&1 </dev/null &
 	echo $! >"$PIDFILE"
 	# The JVM takes several seconds to start on a busy machine.
-	for _ in $(seq 1 300); do
-		if answers; then
-			say "started (pid $(cat "$PIDFILE")) at $ENDPOINT, log in $LOG"
-			print_env
-			return 0
-		fi
-		if ! running_pid >/dev/null; then
-			break
-		fi
-		sleep 0.2
-	done
-	say "DynamoDB Local did not answer at $ENDPOINT; its log:"
-	tail -n 30 "$LOG" >&2 || true
-	stop || true
-	return 1
+	await_started 300 0.2
 }
 
-stop() {
-	if pid=$(running_pid); then
-		kill "$pid"
-		for _ in $(seq 1 50); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		say "stopped (pid $pid)"
-	else
-		say "not running"
-	fi
-	rm -f "$PIDFILE" "$PORTFILE"
-}
-
-status() {
-	if pid=$(running_pid) && answers; then
-		say "running (pid $pid) at $ENDPOINT"
-	else
-		say "not running"
-		return 1
-	fi
-}
-
-case "${1:-}" in
-install) install ;;
-start) start ;;
-env) print_env ;;
-status) status ;;
-stop) stop ;;
-*)
-	echo "usage: $0 install|start|env|status|stop" >&2
-	exit 2
-	;;
-esac
+NAME=dynamodb-local
+MATCH="$LAUNCHER"
+STATE_FILES="$PORTFILE"
+. "$ROOT/scripts/lib.sh"
+main "$@"

@@ -45,8 +45,6 @@ else
 	set_addr 127.0.0.1:7070
 fi
 
-say() { echo "versitygw.sh: $*" >&2; }
-
 installed_version() {
 	[ -x "$BIN" ] || return 0
 	go version -m "$BIN" 2>/dev/null | awk '$1 == "mod" && $2 == "github.com/versity/versitygw" { print $3 }'
@@ -70,18 +68,6 @@ install() {
 answers() {
 	# Any HTTP answer (an unauthenticated request gets 403) means it is up.
 	curl -s -o /dev/null --max-time 2 "$ENDPOINT/"
-}
-
-running_pid() {
-	[ -f "$PIDFILE" ] || return 1
-	local pid
-	pid=$(cat "$PIDFILE")
-	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && \
-		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q versitygw; then
-		echo "$pid"
-		return 0
-	fi
-	return 1
 }
 
 print_env() {
@@ -123,54 +109,11 @@ start() {
 	ROOT_ACCESS_KEY=$ACCESS_KEY ROOT_SECRET_KEY=$SECRET_KEY \
 		setsid nohup "$BIN" --port "$ADDR" posix "$STATE/data" >"$LOG" 2>&1 </dev/null &
 	echo $! >"$PIDFILE"
-	for _ in $(seq 1 100); do
-		if answers; then
-			say "started (pid $(cat "$PIDFILE")) at $ENDPOINT, data in $STATE/data, log in $LOG"
-			print_env
-			return 0
-		fi
-		if ! running_pid >/dev/null; then
-			break
-		fi
-		sleep 0.1
-	done
-	say "versitygw did not answer at $ENDPOINT; its log:"
-	tail -n 30 "$LOG" >&2 || true
-	stop || true
-	return 1
+	await_started 100 0.1 "data in $STATE/data"
 }
 
-stop() {
-	if pid=$(running_pid); then
-		kill "$pid"
-		for _ in $(seq 1 50); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		say "stopped (pid $pid)"
-	else
-		say "not running"
-	fi
-	rm -f "$PIDFILE" "$ADDRFILE"
-}
-
-status() {
-	if pid=$(running_pid) && answers; then
-		say "running (pid $pid) at $ENDPOINT"
-	else
-		say "not running"
-		return 1
-	fi
-}
-
-case "${1:-}" in
-install) install ;;
-start) start ;;
-env) print_env ;;
-status) status ;;
-stop) stop ;;
-*)
-	echo "usage: $0 install|start|env|status|stop" >&2
-	exit 2
-	;;
-esac
+NAME=versitygw
+MATCH="versitygw"
+STATE_FILES="$ADDRFILE"
+. "$ROOT/scripts/lib.sh"
+main "$@"
