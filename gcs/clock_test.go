@@ -1,16 +1,10 @@
 package gcs_test
 
 import (
-	"context"
-	"errors"
-	"sync"
 	"testing"
 	"time"
 
-	clocks "github.com/vimeo/go-clocks"
-
-	leaderelection "github.com/racedecider/leaderelection"
-	"github.com/racedecider/leaderelection/internal/skewclock"
+	"github.com/racedecider/leaderelection/racedecidertest"
 )
 
 // TestClockOffsetFromCommitTimes campaigns with clocks set off the
@@ -22,7 +16,7 @@ func TestClockOffsetFromCommitTimes(t *testing.T) {
 	c := newClient(t, emu.addr)
 	for _, off := range []time.Duration{-3 * time.Second, 0, 1500 * time.Millisecond} {
 		t.Run(off.String(), func(t *testing.T) {
-			got, rtt, warned := firstWriteOffset(t, newDecider(t, c, freshObject(t)), off)
+			got, rtt, warned := racedecidertest.FirstWriteOffset(t, newDecider(t, c, freshObject(t)), off)
 			want := -off // the store's clock minus this host's
 			t.Logf("offset bound %v, true offset %v", got, want)
 			if got.Low > want || got.High < want {
@@ -37,52 +31,4 @@ func TestClockOffsetFromCommitTimes(t *testing.T) {
 			}
 		})
 	}
-}
-
-// firstWriteOffset campaigns on d with a clock off from the real one and
-// returns the offset bound after the first write, that write's round trip,
-// and whether a clock warning came with it.
-func firstWriteOffset(t *testing.T, d leaderelection.RaceDecider, off time.Duration) (leaderelection.ClockOffset, time.Duration, bool) {
-	t.Helper()
-	var (
-		mu      sync.Mutex
-		offsets []leaderelection.ClockOffset // from writes
-		rtts    []time.Duration              // of successful writes
-		warned  bool
-		once    sync.Once
-	)
-	wrote := make(chan struct{})
-	ctx, stop := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		done <- leaderelection.Config{
-			Decider:      d,
-			LeaderID:     "skewed",
-			TermLength:   20 * time.Second,
-			MaxClockSkew: 4 * time.Second, // warns past 1 s
-			Clock:        skewclock.New(clocks.DefaultClock(), off),
-			Observer: leaderelection.ObserverFunc(func(e leaderelection.Event) {
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case e.Kind == leaderelection.EventStoreRequest && e.Op == leaderelection.OpWrite && e.Result == leaderelection.ResultOK:
-					rtts = append(rtts, e.Latency)
-				case e.Kind == leaderelection.EventClockWarning:
-					warned = true
-				case e.Kind == leaderelection.EventClockOffset && e.Offset.HighKnown:
-					offsets = append(offsets, e.Offset)
-					once.Do(func() { close(wrote) })
-				}
-			}),
-			OnElected: func(ctx context.Context, _ *leaderelection.TimeView) { <-ctx.Done() },
-		}.Acquire(ctx)
-	}()
-	<-wrote
-	stop()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("Acquire: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return offsets[0], rtts[0], warned
 }
