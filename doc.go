@@ -36,7 +36,28 @@
 //   - Release: when Acquire's context ends while leading, the elected
 //     context is cancelled, OnElected is waited for, the TimeView is set
 //     into the past, and only then is the record marked Released, so a
-//     successor may take over at once without any clock assumption.
+//     successor may take over at once without any clock assumption. What
+//     acts for the leader is waited for too (a legrpc Guard's admitted
+//     calls); if it outlasts the term, no release is written.
+//   - Two clocks: the TimeView is valid only while both the wall clock
+//     (against the stored expiry) and the monotonic clock (against the
+//     winning write's send time + TermLength) say so, as a suspended host
+//     sees one jump and not the other.
+//   - Store errors: a backend reports a lost race ([ErrRaceLost]), a
+//     throttled request ([ErrThrottled], retried with backoff), a refusal
+//     that will not heal ([ErrRefused]: permission denied, a missing bucket
+//     or table; Acquire and Watch end with it, naming the store), or an
+//     unknown outcome (anything else). Every retry backs off, capped and
+//     jittered.
+//   - OnElected returning ends the tenure; the candidate pauses at least a
+//     TermLength (doubling to 8 x) before campaigning again, so an OnElected
+//     that returns at once costs no more writes than a held term.
+//   - Deletion of the record: a candidate that saw it treats it as held for
+//     TermLength + MaxClockSkew after noticing, and numbers its tenure above
+//     every Term it saw; a created record is numbered from the clock in
+//     Unix microseconds, so Terms keep rising even for a process that never
+//     saw the deleted record (which, though, does not wait for its term:
+//     only fencing protects against its holder then).
 //   - Unknown outcomes: a write that fails in a way that may have been
 //     applied (a timeout, a reset connection, a retried request reported as
 //     a lost race) is resolved by reading back its random write id. A
@@ -50,7 +71,8 @@
 // A crashed leader is replaced within TermLength + MaxClockSkew of its last
 // extension, on the successor's clock (up to TermLength + 2 x MaxClockSkew of
 // real time when that clock is behind the leader's). The
-// leader writes twice per term. TermLength must exceed 2 x MaxClockSkew;
+// leader writes twice per term, earlier when its writes are slow: it keeps its
+// term without a gap while writes succeed within TermLength/2. TermLength must exceed 2 x MaxClockSkew;
 // use 4 x or more. [DefaultTermLength] and [DefaultMaxClockSkew] (15 s and
 // 1 s) suit hosts synchronised by NTP or a cloud time service.
 //
