@@ -1,7 +1,10 @@
 // Package leaderelection elects one leader among many processes using only a
 // conditional write to storage the processes already have: a Google Cloud
 // Storage object (package gcs), an Amazon S3 object (package s3), a file
-// (package file), or memory for tests (package memory).
+// (package file), or memory for tests (package memory); and, as modules of
+// their own so that their SDKs weigh only on their users, an Azure blob
+// (azblob), a DynamoDB item (dynamodb), a PostgreSQL row (postgres) or a
+// Kubernetes Lease (kube).
 //
 // # How it works
 //
