@@ -35,6 +35,10 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 	// its deadline cannot keep a leader acting past its term. It fires when
 	// the first of the two clocks says so; if the other still disagrees by
 	// then (the wall clock stepped back), it waits again for the rest.
+	// Timers run on the monotonic clock, which a wall clock stepped forward
+	// does not move: it looks again at least every TermLength/16, so that
+	// the context ends at most that late after such a step (the TimeView
+	// itself is never late).
 	var (
 		mu       sync.Mutex
 		watchdog clocks.StopTimer
@@ -46,7 +50,7 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 		if watchdog != nil {
 			watchdog.Stop()
 		}
-		watchdog = cd.Clock.AfterFunc(max(tv.Remaining(), 0), func() {
+		watchdog = cd.Clock.AfterFunc(min(max(tv.Remaining(), 0), cd.TermLength/16), func() {
 			if tv.ValueInFuture() {
 				arm()
 				return

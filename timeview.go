@@ -5,16 +5,24 @@ import (
 	"time"
 
 	clocks "github.com/vimeo/go-clocks"
+
+	"github.com/racedecider/leaderelection/internal/hooks"
 )
+
+func init() {
+	hooks.TimeViewEnded = func(tv any) bool { return tv.(*TimeView).v.Load().ended }
+}
 
 // TimeView is an atomically updated view of when the current leadership term
 // ends. The leader's TimeView only ever holds an expiry the store has accepted,
 // and is set into the past before a release is written.
 //
-// A leader must check ValueInFuture (or compare Get with its clock) right
-// before every action that needs leadership: the elected context is cancelled
-// by a goroutine and may be observed late under CPU contention, but the
-// TimeView is never late.
+// A leader must check ValueInFuture (or Remaining) right before every action
+// that needs leadership: the elected context is cancelled by a goroutine and
+// may be observed late under CPU contention or after a wall-clock step, but
+// the TimeView is never late. Comparing Get with a clock checks the wall
+// clock alone, and a wall clock stepped back would revive a term the engine
+// has already ended.
 //
 // The term is held only while two clocks agree: the wall clock, against the
 // stored expiry that successors judge the record by, and the monotonic clock,
@@ -36,6 +44,10 @@ type termState struct {
 	// wall-clock expiry again.
 	monoEnd time.Time
 	term    int64
+	// ended: the engine ended the term (end). It stays over whatever the
+	// clocks do next: a wall clock stepped back must not revive it, and a
+	// clock without monotonic readings (a fake) has no other guard.
+	ended bool
 }
 
 func newTimeView(clock clocks.Clock, expiry, monoEnd time.Time, term int64) *TimeView {
@@ -48,15 +60,18 @@ func (t *TimeView) set(expiry, monoEnd time.Time, term int64) {
 	t.v.Store(&termState{expiry: expiry.Round(0), monoEnd: monoEnd, term: term})
 }
 
-// end sets the view into the past: the term is over for this process.
+// end sets the view into the past for good: the term is over for this
+// process.
 func (t *TimeView) end() {
 	now := t.clock.Now()
 	s := t.v.Load()
-	t.set(minTime(s.expiry, now), minTime(s.monoEnd, now), s.term)
+	t.v.Store(&termState{expiry: minTime(s.expiry, now).Round(0), monoEnd: minTime(s.monoEnd, now), term: s.term, ended: true})
 }
 
 // Get returns the instant, on this process's wall clock, at which the current
-// term ends unless it is extended: the expiry stored in the record.
+// term ends unless it is extended: the expiry stored in the record, or the
+// instant the engine ended the term. Use it to report or pass on the expiry;
+// ask ValueInFuture whether the term is still held.
 func (t *TimeView) Get() time.Time { return t.v.Load().expiry }
 
 // Term returns the fencing token of the tenure this TimeView belongs to: the
@@ -77,5 +92,9 @@ func (t *TimeView) Remaining() time.Duration {
 	// Round(0) strips the monotonic reading, so that the first comparison
 	// is on the wall clock; Sub of two readings that both carry one uses
 	// the monotonic clock.
-	return min(s.expiry.Sub(now.Round(0)), s.monoEnd.Sub(now))
+	left := min(s.expiry.Sub(now.Round(0)), s.monoEnd.Sub(now))
+	if s.ended {
+		return min(left, 0)
+	}
+	return left
 }

@@ -10,6 +10,7 @@ import (
 	clocks "github.com/vimeo/go-clocks"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/hooks"
 )
 
 // DefaultWatchPollInterval is WatchConfig.PollInterval's default.
@@ -123,7 +124,11 @@ func (w *WatchConfig) Validate() error {
 // while no term is live, every 8 x PollInterval in case the channel went
 // silent; while the channel fails, it polls at PollInterval. Otherwise it reads every PollInterval, and
 // also right at TermExpiry, to tell an expiry from an extension it has not
-// seen yet. Failed reads are retried with backoff and reported to OnError and
+// seen yet. A record no newer than one already reported (a stale read, as some
+// stores and file systems serve) is not reported; a record that disappears is
+// reported deleted once three reads within half a PollInterval agree. A
+// record whose term has ended by the time it is read is reported as
+// TermExpired, never as a current leader. Failed reads are retried with backoff and reported to OnError and
 // Logger; they do not end the watch. A store that refuses for good
 // (ErrRefused: permission denied, a missing bucket) ends it with that error.
 func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c Change)) error {
@@ -150,22 +155,28 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 		w.report(ctx, fmt.Errorf("leaderelection: watch: waiting for a pushed change failed; polling: %w", err))
 	}}
 
+	r := newRNG(hooks.Rand(ctx))
 	var (
-		last    *entry.RaceEntry  // last record reported
-		expired bool              // last's expiry has been reported
-		suspect entry.LeaderToken // a record older than last, read once
+		last    *entry.RaceEntry // last record reported (an absence once a deletion is)
+		top     *entry.RaceEntry // the newest record reported
+		expired bool             // last's expiry has been reported
 	)
-	rec, err := w.read(ctx, h)
+	rec, err := w.read(ctx, h, r)
 	for err == nil {
-		if last != nil && rec.ElectionNumber != entry.NoElections && rec.ElectionNumber < last.ElectionNumber &&
-			!rec.Token.SameVersion(suspect) {
-			// An older record than one already reported: a stale read
-			// (some stores and file systems serve one after a newer
-			// write), or the record was deleted and written again with
-			// lower numbers. Read again before believing it.
-			suspect = rec.Token
-			rec, err = w.read(ctx, h)
-			continue
+		if !exists(rec) && exists(last) {
+			// A deletion, or a stale read from before the record was
+			// written (some stores and file systems serve one after a
+			// newer write).
+			if rec, err = w.confirmAbsence(ctx, h, r, rec); err != nil {
+				break
+			}
+		}
+		if exists(rec) && top != nil && !newer(rec, top) {
+			// Not newer than a record already reported: a stale read.
+			// Terms rise across a deletion too, so a record written
+			// after one is newer even though its election number
+			// starts again.
+			rec = last
 		}
 		if kind, ok := classify(last, rec); ok {
 			c := Change{Kind: kind, Entry: *rec.Clone()}
@@ -173,22 +184,55 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 				c.Entry = *last.Clone()
 			}
 			last, expired = rec, false
+			if exists(rec) {
+				top = rec
+			}
+			if (kind == LeaderElected || kind == TermExtended) && !w.Clock.Now().Before(rec.TermExpiry) {
+				// Its term was over when read: the news is an expiry,
+				// not a leader.
+				c.Kind, expired = TermExpired, true
+			}
 			cb(ctx, c)
 		}
 		// live: a term whose expiry has yet to be reported.
-		live := last != nil && last.ElectionNumber != entry.NoElections && !last.Released && !expired
-		if live && !w.Clock.Now().Before(last.TermExpiry) && last.ElectionNumber == rec.ElectionNumber {
+		live := exists(last) && !last.Released && !expired
+		if live && !w.Clock.Now().Before(last.TermExpiry) && sameRecord(last, rec) {
 			expired = true
 			cb(ctx, Change{Kind: TermExpired, Entry: *last.Clone()})
 			continue
 		}
-		rec, err = w.next(ctx, wt, h, rec, live)
+		rec, err = w.next(ctx, wt, h, r, last, live)
 	}
 	return err
 }
 
+// absenceReads is how many reads in a row must find no record before Watch
+// reports a deletion.
+const absenceReads = 3
+
+// confirmAbsence reads again, with backoff within half a PollInterval, after
+// a read found no record where there was one: a stale read seldom repeats,
+// a deletion does. It returns the first record found, or the absence.
+func (w *WatchConfig) confirmAbsence(ctx context.Context, h *hook, r *rng, absent *entry.RaceEntry) (*entry.RaceEntry, error) {
+	b := newBackoff(r, w.PollInterval/16, w.PollInterval/4)
+	for range absenceReads - 1 {
+		if !w.Clock.SleepFor(ctx, b.next()) {
+			return nil, ctx.Err()
+		}
+		rec, err := w.read(ctx, h, r)
+		if err != nil || exists(rec) {
+			return rec, err
+		}
+		absent = rec
+	}
+	return absent, nil
+}
+
 // next waits for the next moment worth a look and returns the record then.
-func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, rec *entry.RaceEntry, live bool) (*entry.RaceEntry, error) {
+func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, rec *entry.RaceEntry, live bool) (*entry.RaceEntry, error) {
+	if rec == nil {
+		rec = &entry.RaceEntry{ElectionNumber: entry.NoElections}
+	}
 	now := w.Clock.Now()
 	poll := w.PollInterval
 	if wt.n != nil {
@@ -211,15 +255,15 @@ func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, rec *entry.
 		// The term ran out with no push: nothing changed, no read needed.
 		return rec, nil
 	}
-	return w.read(ctx, h)
+	return w.read(ctx, h, r)
 }
 
 // watchReadTimeout bounds one read by a watcher: long enough for a slow
 // store, as a read that always times out would never converge.
 const watchReadTimeout = 10 * time.Second
 
-func (w *WatchConfig) read(ctx context.Context, h *hook) (*entry.RaceEntry, error) {
-	return readRetrying(ctx, w.Clock, nil, nil, h, w.Decider, max(4*w.PollInterval, watchReadTimeout), time.Time{}, func(err error) error {
+func (w *WatchConfig) read(ctx context.Context, h *hook, r *rng) (*entry.RaceEntry, error) {
+	return readRetrying(ctx, w.Clock, r, nil, h, w.Decider, max(4*w.PollInterval, watchReadTimeout), time.Time{}, func(err error) error {
 		w.report(ctx, fmt.Errorf("leaderelection: watch: reading the election record failed; retrying: %w", err))
 		return nil
 	})
@@ -235,16 +279,30 @@ func (w *WatchConfig) report(ctx context.Context, err error) {
 // classify says what rec is to a watcher that last reported last, and whether
 // it is news at all.
 func classify(last, rec *entry.RaceEntry) (ChangeKind, bool) {
-	lastExists := last != nil && last.ElectionNumber != entry.NoElections
 	switch {
-	case rec.ElectionNumber == entry.NoElections:
-		return RecordDeleted, lastExists
-	case lastExists && rec.ElectionNumber == last.ElectionNumber:
+	case !exists(rec):
+		return RecordDeleted, exists(last)
+	case exists(last) && sameRecord(last, rec):
 		return 0, false
 	case rec.Released:
 		return LeaderReleased, true
-	case !lastExists || last.Term != rec.Term:
+	case !exists(last) || last.Term != rec.Term:
 		return LeaderElected, true
 	}
 	return TermExtended, true
+}
+
+// exists reports whether e is a record, not nil or the absence of one.
+func exists(e *entry.RaceEntry) bool { return e != nil && e.ElectionNumber != entry.NoElections }
+
+// sameRecord reports whether a and b are the same write: a record re-created
+// after a deletion may reuse an election number, never a Term.
+func sameRecord(a, b *entry.RaceEntry) bool {
+	return a.Term == b.Term && a.ElectionNumber == b.ElectionNumber
+}
+
+// newer reports whether a was written after b: a higher Term, or the same
+// tenure at a higher election number.
+func newer(a, b *entry.RaceEntry) bool {
+	return a.Term > b.Term || a.Term == b.Term && a.ElectionNumber > b.ElectionNumber
 }

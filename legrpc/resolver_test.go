@@ -249,9 +249,11 @@ func TestResolverStates(t *testing.T) {
 			t.Fatalf("leader without address: %d states, error %v", n, err)
 		}
 
-		// The record is deleted and elections begin again, at a lower
-		// election number: the watcher reports it, the resolver follows.
-		raw, err := entry.Marshal(&entry.RaceEntry{ElectionNumber: 0, LeaderID: "d", HostPort: []string{"d:443"},
+		// The record is deleted and written again, numbered from the
+		// creator's clock as the engine numbers a record it creates: the
+		// watcher reports it, the resolver follows.
+		now := time.Now().UnixMicro()
+		raw, err := entry.Marshal(&entry.RaceEntry{ElectionNumber: now, Term: now, LeaderID: "d", HostPort: []string{"d:443"},
 			TermExpiry: time.Now().Add(10 * time.Second), WriteID: "w-restart"})
 		if err != nil {
 			t.Fatal(err)

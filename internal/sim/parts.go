@@ -161,8 +161,8 @@ func (s *sim) startWatcher(k int) *proc {
 	if sc.Notifier {
 		d = pushAccess{&access{st: s.st, p: p}}
 	}
-	// Watch does not read this source yet (see failChance); once it
-	// does, its retries are reproducible too.
+	// Watch draws its retry jitter from this source: a watcher's failing
+	// reads replay too.
 	ctx, cancel := context.WithCancel(hooks.WithRand(context.Background(), incarnationRand(sc.Seed, slot, 1, engineStream)))
 	p.ctx, p.cancel = ctx, cancel
 	s.mu.Lock()
@@ -212,43 +212,47 @@ func (s *sim) watchReport(p *proc, c leaderelection.Change) {
 func (s *sim) recordReport(p *proc, c leaderelection.Change) {
 	s.event(p.id, "watch reports %s %s", c.Kind, s.fmtRecord(&c.Entry))
 	p.mu.Lock()
-	var last *leaderelection.Change
+	var last *leaderelection.Change // the last report of a record
 	for i := len(p.reports) - 1; i >= 0; i-- {
-		if k := p.reports[i].c.Kind; k != leaderelection.TermExpired && k != leaderelection.RecordDeleted {
+		if p.reports[i].c.Kind != leaderelection.RecordDeleted {
 			last = &p.reports[i].c
 			break
 		}
 	}
 	readAt, seen := p.readClock[recKey(&c.Entry)]
 	p.reports = append(p.reports, report{at: s.now(), c: c})
-	falseDeletion, stale := p.falseDeletion, p.lastStale
-	p.falseDeletion = false
-	if c.Kind == leaderelection.RecordDeleted && p.staleAbsent {
-		p.falseDeletion = true
-	}
+	staleAbsent := p.staleAbsent
 	p.mu.Unlock()
-	if c.Kind == leaderelection.RecordDeleted && p.falseDeletion {
-		s.known("watch-false-deletion", fmt.Sprintf("%s reports a deletion on a stale read of no record (the record exists)", p))
-	}
-	en := c.Entry.ElectionNumber
+	e := &c.Entry
 	switch c.Kind {
 	case leaderelection.LeaderElected, leaderelection.TermExtended, leaderelection.LeaderReleased:
-		if last != nil && en <= last.Entry.ElectionNumber && falseDeletion {
-			s.known("watch-false-deletion", fmt.Sprintf("%s reports %s of election %d again after a false deletion", p, c.Kind, en))
-		} else if last != nil && en <= last.Entry.ElectionNumber && stale {
-			s.known("watch-stale-reorder", fmt.Sprintf("%s reports %s of election %d, served by a stale read, after election %d", p, c.Kind, en, last.Entry.ElectionNumber))
-		} else if last != nil && en <= last.Entry.ElectionNumber {
-			s.violate("watch-order", "%s reports %s of election %d after election %d", p, c.Kind, en, last.Entry.ElectionNumber)
+		if last != nil && !newerRecord(e, &last.Entry) {
+			s.violate("watch-order", "%s reports %s of term %d election %d after term %d election %d", p, c.Kind, e.Term, e.ElectionNumber, last.Entry.Term, last.Entry.ElectionNumber)
 		}
-		if c.Kind != leaderelection.LeaderReleased && seen && !c.Entry.TermExpiry.After(readAt) {
-			s.known("watch-reports-ended-term", fmt.Sprintf("%s reports %s %s as current, but its term had ended when the store served it (watcher's clock %s)",
-				p, c.Kind, s.fmtRecord(&c.Entry), s.fmtLocal(readAt)))
+		if c.Kind != leaderelection.LeaderReleased && seen && !e.TermExpiry.After(readAt) {
+			s.violate("watch-reports-ended-term", "%s reports %s %s as current, but its term had ended when the store served it (watcher's clock %s)",
+				p, c.Kind, s.fmtRecord(e), s.fmtLocal(readAt))
 		}
-	default:
-		if last == nil || en != last.Entry.ElectionNumber {
-			s.violate("watch-order", "%s reports %s of election %d, not the last record it reported", p, c.Kind, en)
+	case leaderelection.TermExpired:
+		// The last record reported, or a newer one whose term had ended
+		// when it was read.
+		if last != nil && newerRecord(&last.Entry, e) {
+			s.violate("watch-order", "%s reports %s of term %d election %d after term %d election %d", p, c.Kind, e.Term, e.ElectionNumber, last.Entry.Term, last.Entry.ElectionNumber)
+		}
+	case leaderelection.RecordDeleted:
+		if last == nil || last.Entry.Term != e.Term || last.Entry.ElectionNumber != e.ElectionNumber {
+			s.violate("watch-order", "%s reports %s of election %d, not the last record it reported", p, c.Kind, e.ElectionNumber)
+		}
+		if staleAbsent {
+			s.violate("watch-false-deletion", "%s reports a deletion on a stale read of no record (the record exists)", p)
 		}
 	}
+}
+
+// newerRecord reports whether a was written after b, as Watch orders
+// records: a higher Term, or the same tenure at a higher election number.
+func newerRecord(a, b *entry.RaceEntry) bool {
+	return a.Term > b.Term || a.Term == b.Term && a.ElectionNumber > b.ElectionNumber
 }
 
 // checkWatchCoverage checks what each clean watcher (one whose store

@@ -76,9 +76,8 @@ type proc struct {
 	changed   []int64       // terms reported to LeaderChanged
 	reports   []report      // a watcher's reports
 	// staleAbsent: its last read was served stale, from before the
-	// record existed; falseDeletion: a watcher reported that as a deletion.
-	staleAbsent, falseDeletion bool
-	lastStale                  bool // its last read was served stale
+	// record existed.
+	staleAbsent bool
 
 	reads, writes, pushes int
 	opsByTerm             map[int64]int // ops per term-length window of virtual time

@@ -332,10 +332,6 @@ func (a *access) leg() time.Duration {
 	if !a.faulty() {
 		return a.p.ops.uniform(quietLatency/20, quietLatency)
 	}
-	if a.p.watcher >= 0 {
-		// No leg that could time a watcher's read out (see failChance).
-		return a.p.ops.uniform(sc.MaxLatency/20, sc.MaxLatency)
-	}
 	if now := s.now(); now >= sc.SlowFrom && now < sc.SlowTo {
 		// A persistently slow store: round trips near Term/2.
 		return a.p.ops.uniform(sc.Term/5, sc.Term/4)
@@ -350,14 +346,6 @@ func (a *access) leg() time.Duration {
 // chance reports whether a fault of probability prob strikes this op.
 func (a *access) chance(prob float64) bool {
 	return a.faulty() && a.p.ops.float() < prob
-}
-
-// failChance is chance for a fault that fails a read: never for a
-// watcher, whose retries Watch spaces out with the process-wide random
-// source (it takes no seeded one, as Acquire does), which would make the
-// run irreproducible.
-func (a *access) failChance(prob float64) bool {
-	return a.p.watcher < 0 && a.chance(prob)
 }
 
 // sleepCtx sleeps d (virtual time in the bubble), or until ctx ends.
@@ -398,7 +386,7 @@ func (a *access) refused(ctx context.Context, op string) error {
 
 // throttled answers a call with a throttling error (not applied).
 func (a *access) throttled(ctx context.Context, op string) error {
-	if !a.failChance(a.st.s.sc.PThrottle) {
+	if !a.chance(a.st.s.sc.PThrottle) {
 		return nil
 	}
 	a.st.s.count("throttled")
@@ -444,7 +432,7 @@ func (a *access) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	if err := a.blocked(ctx, "read"); err != nil {
 		return nil, err
 	}
-	if a.failChance(s.sc.PFail) {
+	if a.chance(s.sc.PFail) {
 		s.count("op-failure")
 		sleepCtx(ctx, a.leg())
 		return nil, fmt.Errorf("sim: read: %w", errInjected)
@@ -472,12 +460,11 @@ func (a *access) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	}
 	p.mu.Lock()
 	p.staleAbsent = staleAbsent
-	p.lastStale = lag > 0 && rec != nil
 	p.mu.Unlock()
 	if !sleepCtx(ctx, a.leg()) {
 		return nil, a.ctxErr(ctx, "read")
 	}
-	if part, _ := s.partitioned(p.slot); part || a.failChance(s.sc.PLostResponse) {
+	if part, _ := s.partitioned(p.slot); part || a.chance(s.sc.PLostResponse) {
 		s.count("lost-read-response")
 		return nil, fmt.Errorf("sim: read: %w", errLostResponse)
 	}
