@@ -98,7 +98,12 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 		cur = stored
 		// The stored expiry, not the later of old and new: a wall clock
 		// stepped back since the last write must not stretch the term.
-		tv.set(cur.TermExpiry, cd.sentAt.Add(cd.TermLength), cur.Term)
+		// An answer that comes after the term ran out (this process was
+		// paused) does not revive it: a Guard may have stopped waiting
+		// for its calls, and the term is left to expire.
+		if !tv.extend(cur.TermExpiry, cd.sentAt.Add(cd.TermLength)) {
+			break
+		}
 		arm()
 		cd.log.Debug("extended", "term", cur.Term, "expiry", cur.TermExpiry)
 		cd.obs.send(Event{Kind: EventExtended, LeaderID: cd.LeaderID, Term: cur.Term, Expiry: cur.TermExpiry})
@@ -163,9 +168,12 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 // term (more than MaxClockSkew, as Validate ensures) to be retried; earlier
 // when recent writes were slow, so that an extension and a retry as slow as
 // the slowest of them, with the first backoff between them (at most
-// TermLength/64), still land before the expiry.
+// TermLength/64), still land before the expiry. Never more than three
+// quarters of a term before it: one write slower than that (a pause, a stall)
+// cannot be planned for, and would otherwise make the next extensions due at
+// once, one after another, until it left the window of recent writes.
 func (cd *candidate) extendAt(expiry time.Time) time.Time {
-	return expiry.Add(-max(cd.TermLength/2, 2*cd.writes.slowest()+cd.TermLength/32))
+	return expiry.Add(-min(max(cd.TermLength/2, 2*cd.writes.slowest()+cd.TermLength/32), 3*cd.TermLength/4))
 }
 
 // extend extends the tenure held as cur, retrying failures with backoff until

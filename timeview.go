@@ -60,6 +60,31 @@ func (t *TimeView) set(expiry, monoEnd time.Time, term int64) {
 	t.v.Store(&termState{expiry: expiry.Round(0), monoEnd: monoEnd, term: term})
 }
 
+// extend moves the view to a new expiry, unless the term has already run
+// out or ended: a term seen over (by the watchdog, a Guard, the user) stays
+// over, even if an extension that was in flight lands afterwards (a process
+// paused past its expiry wakes up to the answer). It reports whether the view
+// moved.
+func (t *TimeView) extend(expiry, monoEnd time.Time) bool {
+	for {
+		s := t.v.Load()
+		if s.ended || t.left(s) <= 0 {
+			t.v.CompareAndSwap(s, s.over())
+			return false
+		}
+		if t.v.CompareAndSwap(s, &termState{expiry: expiry.Round(0), monoEnd: monoEnd, term: s.term}) {
+			return true
+		}
+	}
+}
+
+// over returns s marked ended.
+func (s *termState) over() *termState {
+	c := *s
+	c.ended = true
+	return &c
+}
+
 // end sets the view into the past for good: the term is over for this
 // process.
 func (t *TimeView) end() {
@@ -86,8 +111,21 @@ func (t *TimeView) ValueInFuture() bool { return t.Remaining() > 0 }
 // Remaining returns how long the term has left on this process's clocks: the
 // shorter of what its wall clock and its monotonic clock say. It is zero or
 // negative once the term is over.
+//
+// A term seen over stays over: an extension that lands later does not revive
+// it.
 func (t *TimeView) Remaining() time.Duration {
 	s := t.v.Load()
+	left := t.left(s)
+	if left <= 0 && !s.ended {
+		t.v.CompareAndSwap(s, s.over())
+	}
+	return left
+}
+
+// left is how long s has left on this process's clocks (at most zero once
+// ended).
+func (t *TimeView) left(s *termState) time.Duration {
 	now := t.clock.Now()
 	// Round(0) strips the monotonic reading, so that the first comparison
 	// is on the wall clock; Sub of two readings that both carry one uses
