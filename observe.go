@@ -144,11 +144,16 @@ const (
 // StoreOp names a kind of request to the store.
 type StoreOp string
 
-// The requests the engine makes. (Waiting for a pushed change is not
-// reported: it lasts as long as nothing changes.)
+// The requests the engine makes.
 const (
 	OpRead  StoreOp = "read"
 	OpWrite StoreOp = "write"
+	// OpWait: a wait on the Decider's push channel (ChangeNotifier). Its
+	// Latency is how long nothing changed, not the store's speed, so
+	// exporters keep it out of latency histograms. ResultOK: a change came,
+	// or the channel vouched that none did; ResultError: the channel failed
+	// and the engine polls instead.
+	OpWait StoreOp = "wait"
 )
 
 // StoreResult is the class of a store's answer, as the engine acts on it.

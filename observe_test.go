@@ -387,10 +387,39 @@ func TestWatchObserver(t *testing.T) {
 		if got := strings.Join(kinds, ","); !strings.HasPrefix(got, "elected,extended") || !strings.HasSuffix(got, "released") {
 			t.Errorf("watch changes %s, want elected, extensions, released", got)
 		}
-		if len(rec.of(leaderelection.EventStoreRequest)) == 0 {
-			t.Error("no reads reported")
+		ops := map[string]int{}
+		for _, e := range rec.of(leaderelection.EventStoreRequest) {
+			ops[string(e.Op)+" "+string(e.Result)]++
+		}
+		// A read at start, then waits on the push channel: each change
+		// (an election, extensions, the release) ends one.
+		if ops["read ok"] == 0 || ops["wait ok"] < len(kinds)-1 {
+			t.Errorf("store requests %v; want reads and a wait per pushed change (%d changes)", ops, len(kinds))
 		}
 		cancel()
 		<-done
+	})
+}
+
+// A push channel that fails is reported as failed waits, each followed by
+// a poll.
+func TestObserverSeesFailedWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		b := &brokenChannel{RaceDecider: memory.NewDecider()}
+		w := leaderelection.WatchConfig{Decider: b, PollInterval: time.Second, Observer: rec}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- w.Watch(ctx, func(context.Context, leaderelection.Change) {}) }()
+		time.Sleep(10 * time.Second)
+		cancel()
+		<-done
+		ops := map[string]int{}
+		for _, e := range rec.of(leaderelection.EventStoreRequest) {
+			ops[string(e.Op)+" "+string(e.Result)]++
+		}
+		if n := b.waits.Load(); ops["wait error"] != int(n) || n < 5 || ops["read ok"] < int(n) {
+			t.Errorf("store requests %v after %d failed waits; want each wait reported failed, and a read after each", ops, n)
+		}
 	})
 }

@@ -26,6 +26,8 @@ type waiter struct {
 	poll  time.Duration
 	// onPushErr is told of each failed wait on the push channel.
 	onPushErr func(error)
+	// h is told of each wait on the push channel (OpWait).
+	h *hook
 }
 
 // wait waits until until, or until the record identified by tok is replaced
@@ -44,15 +46,19 @@ func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Tim
 	defer cancel()
 	began := w.clock.Now()
 	rec, err := w.n.WaitForChange(wctx, tok)
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		err = nil // the wait ran its course: nothing changed
+	}
+	w.h.request(OpWait, w.clock.Now().Sub(began), err, ctx.Err())
 	switch {
 	case ctx.Err() != nil:
 		return nil, false, ctx.Err()
 	case err == nil && rec != nil:
 		return rec, false, nil
-	case err == nil:
-		err = errNoRecord
 	case wctx.Err() != nil:
 		return nil, true, nil
+	case err == nil:
+		err = errNoRecord
 	}
 	// The channel failed before the deadline: fall back to a poll, no
 	// sooner than poll after the attempt began, so that a channel that

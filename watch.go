@@ -151,7 +151,7 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 		}
 	}
 	n, _ := w.Decider.(ChangeNotifier)
-	wt := &waiter{clock: w.Clock, n: n, poll: w.PollInterval, onPushErr: func(err error) {
+	wt := &waiter{clock: w.Clock, n: n, poll: w.PollInterval, h: h, onPushErr: func(err error) {
 		w.report(ctx, fmt.Errorf("leaderelection: watch: waiting for a pushed change failed; polling: %w", err))
 	}}
 

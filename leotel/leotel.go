@@ -158,7 +158,9 @@ func (o *Observer) Observe(e leaderelection.Event) {
 		o.update(e.Election, func(s *state) { s.leading, s.leadingKnown, s.leader = false, true, "" })
 	case leaderelection.EventStoreRequest:
 		o.requests.Add(ctx, 1, metric.WithAttributes(el, attribute.String("op", string(e.Op)), attribute.String("result", string(e.Result))))
-		o.duration.Record(ctx, e.Latency.Seconds(), metric.WithAttributes(el, attribute.String("op", string(e.Op))))
+		if e.Op != leaderelection.OpWait { // a wait lasts as long as nothing changes
+			o.duration.Record(ctx, e.Latency.Seconds(), metric.WithAttributes(el, attribute.String("op", string(e.Op))))
+		}
 	case leaderelection.EventWatchChange:
 		o.watchChanges.Add(ctx, 1, metric.WithAttributes(el, attribute.String("kind", e.Change.String())))
 		o.update(e.Election, func(s *state) {

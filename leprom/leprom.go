@@ -12,7 +12,7 @@
 //	leaderelection_term_expiry_timestamp_seconds{election}   its TermExpiry, Unix seconds
 //	leaderelection_leader_info{election,leader_id}           1 for the current leader
 //	leaderelection_transitions_total{election,reason}        elected, released, shutdown, expired, superseded, refused, clock_skew
-//	leaderelection_store_requests_total{election,op,result}  op read|write; result ok, race_lost, throttled, refused, unknown, error, canceled
+//	leaderelection_store_requests_total{election,op,result}  op read|write|wait; result ok, race_lost, throttled, refused, unknown, error, canceled
 //	leaderelection_store_request_duration_seconds{election,op}
 //	leaderelection_watch_changes_total{election,kind}        elected, extended, released, expired, deleted
 //	leaderelection_clock_offset_seconds{election,bound}      bound low|high: the store's clock minus this host's
@@ -127,7 +127,9 @@ func (o *Observer) Observe(e leaderelection.Event) {
 		o.tenure(el, e)
 	case leaderelection.EventStoreRequest:
 		o.requests.WithLabelValues(el, string(e.Op), string(e.Result)).Inc()
-		o.duration.WithLabelValues(el, string(e.Op)).Observe(e.Latency.Seconds())
+		if e.Op != leaderelection.OpWait { // a wait lasts as long as nothing changes
+			o.duration.WithLabelValues(el, string(e.Op)).Observe(e.Latency.Seconds())
+		}
 	case leaderelection.EventWatchChange:
 		o.watchChanges.WithLabelValues(el, e.Change.String()).Inc()
 		switch e.Change {
