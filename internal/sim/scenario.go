@@ -205,9 +205,15 @@ func (sc *Scenario) margin() time.Duration { return 40 * quietLatency }
 // stop, on its clock; a successor waits MaxClockSkew more on its own clock,
 // which may be up to MaxClockSkew behind (so 2 x MaxClockSkew in virtual
 // time), plus jitter (twice: before the first write of a campaign and after
-// a wake-up) and a few store round trips.
+// a wake-up) and a few store round trips. A candidate that notices a
+// deletion holds off a whole term from then, and may notice it only after
+// the faults stop: a poll interval and a read's backoff later.
 func (sc *Scenario) RecoveryBound() time.Duration {
-	return sc.Term + 2*sc.Skew + 2*sc.herdJitter() + sc.margin()
+	b := sc.Term + 2*sc.Skew + 2*sc.herdJitter() + sc.margin()
+	if slices.ContainsFunc(sc.Events, func(e FaultEvent) bool { return e.Kind == fDelete }) {
+		b += sc.pollInterval() + sc.Term/4
+	}
+	return b
 }
 
 // HandoverBound is how long a graceful release may take to be taken over:
