@@ -379,11 +379,14 @@ func (s *sim) checkContextLocked(at time.Duration, tn *tenure) {
 	}
 	// The watchdog's timer runs on the monotonic clock (here: on virtual
 	// time), and a wall clock stepped forward passes the expiry before it
-	// fires: the engine looks again every TermLength/16 for that.
+	// fires: the engine looks again every TermLength/16 for that, so the
+	// context may end that long after the step, which its clock had
+	// jumped by.
 	grace := time.Microsecond
-	stepped := tn.p.host.step.Load() > tn.stepAtStart
+	step := time.Duration(tn.p.host.step.Load() - tn.stepAtStart)
+	stepped := step > 0
 	if stepped {
-		grace += s.sc.Term / 16
+		grace += step + s.sc.Term/16
 	}
 	hnow := tn.p.host.Now()
 	if !hnow.After(tn.tv.Get().Add(grace)) || tn.p.frozenNow() || tn.p.dead.Load() {
