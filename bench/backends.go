@@ -24,12 +24,13 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/gcs"
+	"github.com/racedecider/leaderelection/internal/faultproxy"
 	"github.com/racedecider/leaderelection/memory"
 	les3 "github.com/racedecider/leaderelection/s3"
 )
 
 // The backends the program knows, in the order "all" runs them.
-var backendNames = []string{"memory", "memory-poll", "gcs", "s3", "azblob", "dynamodb", "postgres"}
+var backendNames = []string{"memory", "memory-poll", "gcs", "s3", "azblob", "dynamodb", "postgres", "kube"}
 
 // server is an emulator the program does not start itself: the backend
 // reads its address from env, which the start command prints.
@@ -42,6 +43,7 @@ var servers = map[string]server{
 	"azblob":   {"LEADERELECTION_AZURITE_CONNECTION_STRING", "Azurite", `eval "$(scripts/azurite.sh start)"`},
 	"dynamodb": {"LEADERELECTION_DYNAMODB_ENDPOINT", "DynamoDB Local", `eval "$(scripts/dynamodb-local.sh start)"`},
 	"postgres": {"LEADERELECTION_POSTGRES_DSN", "PostgreSQL", `eval "$(scripts/postgres.sh start)"`},
+	"kube":     {"LEADERELECTION_KUBECONFIG", "kube-apiserver", `eval "$(scripts/kube-apiserver.sh start)"`},
 }
 
 // errNoServer says a backend's server is not running (its variable is unset).
@@ -62,6 +64,14 @@ var runID = func() string {
 	return hex.EncodeToString(b)
 }()
 
+// instances numbers the backends of one run, several of which may use one
+// server at once (the profile runs).
+var instances atomic.Int64
+
+// instanceID names one backend's container or table: the run and the
+// backend's number in it.
+func instanceID() string { return fmt.Sprintf("%s-%d", runID, instances.Add(1)) }
+
 // backend makes fresh election objects on one store.
 type backend struct {
 	name string
@@ -77,12 +87,49 @@ type backend struct {
 	close    func()
 	// seq numbers the election objects of a server backend.
 	seq atomic.Int64
+	// shape, if set, makes the Shaper that stands between the store's
+	// client and its server (a cloud profile): every HTTP request goes
+	// through it. transport keeps it in shaper.
+	shape  func(next http.RoundTripper) *faultproxy.Shaper
+	shaper *faultproxy.Shaper
+	// profiled names the cloud profile the shaper plays, for desc.
+	profiled string
+	// tally counts lost tenures and throttled writes over every election.
+	tally tally
+}
+
+// transport returns the HTTP transport the store's client uses: tr, behind
+// the shaper when there is one.
+func (b *backend) transport(tr *http.Transport) http.RoundTripper {
+	if b.shape == nil {
+		return tr
+	}
+	b.shaper = b.shape(tr)
+	return b.shaper
+}
+
+// added describes what is added to each request, for desc.
+func (b *backend) added() string {
+	if b.shape != nil {
+		return " behind the " + b.profiled + " profile"
+	}
+	return fmt.Sprintf(" + %v per request", b.latency)
 }
 
 const emulatorBucket = "leaderelection-bench"
 
 func newBackend(ctx context.Context, name string, s *settings) (*backend, error) {
-	b := &backend{name: name, latency: s.latency, rtt: &rttLog{}, close: func() {}}
+	return newShapedBackend(ctx, name, s, nil, "")
+}
+
+// newShapedBackend is newBackend with the store's HTTP traffic going through
+// the Shaper that shape makes (if not nil), which plays the cloud profile
+// named profiled, instead of the added latency.
+func newShapedBackend(ctx context.Context, name string, s *settings, shape func(http.RoundTripper) *faultproxy.Shaper, profiled string) (*backend, error) {
+	b := &backend{name: name, latency: s.latency, rtt: &rttLog{}, close: func() {}, shape: shape, profiled: profiled}
+	if shape != nil {
+		b.latency = 0
+	}
 	var seq atomic.Int64
 	switch name {
 	case "memory", "memory-poll":
@@ -102,12 +149,12 @@ func newBackend(ctx context.Context, name string, s *settings) (*backend, error)
 		tr.MaxIdleConnsPerHost = 256
 		client, err := storage.NewClient(ctx,
 			option.WithEndpoint(srv.URL()+"/storage/v1/"),
-			option.WithHTTPClient(&http.Client{Transport: tr}))
+			option.WithHTTPClient(&http.Client{Transport: b.transport(tr)}))
 		if err != nil {
 			srv.Stop()
 			return nil, fmt.Errorf("storage client for fake-gcs-server: %w", err)
 		}
-		b.desc = fmt.Sprintf("gcs.Decider on fake-gcs-server (in process, loopback HTTP) + %v per request, polling", s.latency)
+		b.desc = "gcs.Decider on fake-gcs-server (in process, loopback HTTP)" + b.added() + ", polling"
 		b.close = func() {
 			client.Close()
 			tr.CloseIdleConnections()
@@ -129,13 +176,13 @@ func newBackend(ctx context.Context, name string, s *settings) (*backend, error)
 			BaseEndpoint: aws.String(srv.URL),
 			UsePathStyle: true,
 			Credentials:  credentials.NewStaticCredentialsProvider("bench", "bench", ""),
-			HTTPClient:   &http.Client{Transport: tr},
+			HTTPClient:   &http.Client{Transport: b.transport(tr)},
 			Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxBackoff = 50 * time.Millisecond
 				o.RateLimiter = ratelimit.None
 			}),
 		})
-		b.desc = fmt.Sprintf("s3.Decider on gofakes3 + s3mem (in process, loopback HTTP) + %v per request, polling", s.latency)
+		b.desc = "s3.Decider on gofakes3 + s3mem (in process, loopback HTTP)" + b.added() + ", polling"
 		b.close = func() {
 			tr.CloseIdleConnections()
 			srv.Close()
@@ -143,7 +190,7 @@ func newBackend(ctx context.Context, name string, s *settings) (*backend, error)
 		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
 			return les3.NewDecider(client, emulatorBucket, fmt.Sprintf("bench/election-%d", seq.Add(1)))
 		}
-	case "azblob", "dynamodb", "postgres":
+	case "azblob", "dynamodb", "postgres", "kube":
 		srv := servers[name]
 		addr := os.Getenv(srv.env)
 		if addr == "" {

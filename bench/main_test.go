@@ -23,12 +23,12 @@ func TestQuickRunEmitsEveryScenario(t *testing.T) {
 // TestQuickRunOnServers does the same on each server backend whose server
 // is running.
 func TestQuickRunOnServers(t *testing.T) {
-	for _, name := range []string{"azblob", "dynamodb", "postgres"} {
+	for _, name := range []string{"azblob", "dynamodb", "postgres", "kube"} {
 		t.Run(name, func(t *testing.T) {
 			srv := servers[name]
 			testenv.Server(t, srv.env, srv.name, srv.start)
 			rep := quickRun(t, name, name)
-			if got := rep.Backends[0].Push; got != (name == "postgres") {
+			if got := rep.Backends[0].Push; got != (name == "postgres" || name == "kube") {
 				t.Errorf("%s: push = %v", name, got)
 			}
 		})

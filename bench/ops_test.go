@@ -13,7 +13,7 @@ import (
 // The benchmarks below time one renewal (the leader's extension write) and
 // one read on each backend without added latency. On gcs and s3 the emulator
 // runs in the same process, so its allocations are counted too; azblob,
-// dynamodb and postgres need their server running (they are skipped
+// dynamodb, postgres and kube need their server running (they are skipped
 // otherwise) and count only the client's.
 
 func benchStore(b *testing.B, name string) leaderelection.RaceDecider {
@@ -46,7 +46,7 @@ func leaderRecord() *entry.RaceEntry {
 	}
 }
 
-var opBackends = []string{"memory", "gcs", "s3", "azblob", "dynamodb", "postgres"}
+var opBackends = []string{"memory", "gcs", "s3", "azblob", "dynamodb", "postgres", "kube"}
 
 func BenchmarkRenewal(b *testing.B) {
 	for _, name := range opBackends {

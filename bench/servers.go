@@ -16,30 +16,36 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	leaderelection "github.com/racedecider/leaderelection"
 	leazblob "github.com/racedecider/leaderelection/azblob"
 	ledynamodb "github.com/racedecider/leaderelection/dynamodb"
+	"github.com/racedecider/leaderelection/kube"
 	"github.com/racedecider/leaderelection/postgres"
 )
 
 // newServerBackend fills b for a backend whose server runs outside the
-// program at addr (the value of its variable). Each run gets a container or
-// table of its own, removed by b.close; each election is one blob, item or
-// row in it.
+// program at addr (the value of its variable). Each backend gets a
+// container or table of its own, removed by b.close; each election is one
+// blob, item or row in it (a Lease for kube, in the default namespace, each
+// deleted by b.close).
 func newServerBackend(ctx context.Context, b *backend, addr string, s *settings) error {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
+	id := instanceID()
 	switch b.name {
 	case "azblob":
 		// Azurite closes a connection idle for 5 s; a write sent on it as it
 		// closes fails with a reset, an unknown outcome the engine would
 		// have to resolve. Never reuse one that old.
 		tr.IdleConnTimeout = 2 * time.Second
-		name := "le-bench-" + runID
+		name := "le-bench-" + id
 		client, err := container.NewClientFromConnectionString(addr, name, &container.ClientOptions{
 			ClientOptions: azcore.ClientOptions{
-				Transport: &http.Client{Transport: tr},
+				Transport: &http.Client{Transport: b.transport(tr)},
 				Retry:     policy.RetryOptions{MaxRetries: 3, RetryDelay: 10 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond},
 			},
 		})
@@ -49,7 +55,7 @@ func newServerBackend(ctx context.Context, b *backend, addr string, s *settings)
 		if _, err := client.Create(ctx, nil); err != nil {
 			return fmt.Errorf("creating container %s: %w", name, err)
 		}
-		b.desc = fmt.Sprintf("azblob.Decider on Azurite (separate process, loopback HTTP) + %v per request, polling", s.latency)
+		b.desc = "azblob.Decider on Azurite (separate process, loopback HTTP)" + b.added() + ", polling"
 		b.close = func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -65,17 +71,17 @@ func newServerBackend(ctx context.Context, b *backend, addr string, s *settings)
 			BaseEndpoint: aws.String(addr),
 			// DynamoDB Local accepts any credentials.
 			Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", ""),
-			HTTPClient:  &http.Client{Transport: tr},
+			HTTPClient:  &http.Client{Transport: b.transport(tr)},
 			Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxBackoff = 50 * time.Millisecond
 				o.RateLimiter = ratelimit.None
 			}),
 		})
-		table := "le-bench-" + runID
+		table := "le-bench-" + id
 		if err := ledynamodb.CreateTable(ctx, client, table); err != nil {
 			return err
 		}
-		b.desc = fmt.Sprintf("dynamodb.Decider on DynamoDB Local (separate process, loopback HTTP) + %v per request, polling", s.latency)
+		b.desc = "dynamodb.Decider on DynamoDB Local (separate process, loopback HTTP)" + b.added() + ", polling"
 		b.close = func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -98,13 +104,13 @@ func newServerBackend(ctx context.Context, b *backend, addr string, s *settings)
 		if err != nil {
 			return err
 		}
-		table := "le_bench_" + runID
+		table := "le_bench_" + id
 		if err := postgres.CreateTable(ctx, pool, table); err != nil {
 			pool.Close()
 			return err
 		}
 		b.push = true
-		b.desc = fmt.Sprintf("postgres.Decider on PostgreSQL (separate process, loopback TCP) + %v per request, LISTEN/NOTIFY", s.latency)
+		b.desc = "postgres.Decider on PostgreSQL (separate process, loopback TCP)" + b.added() + ", LISTEN/NOTIFY"
 		b.close = func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -114,6 +120,34 @@ func newServerBackend(ctx context.Context, b *backend, addr string, s *settings)
 		// cluster.close closes each Decider, ending its listener.
 		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
 			return postgres.New(pool, table, fmt.Sprintf("election-%d", b.seq.Add(1)))
+		}
+	case "kube":
+		cfg, err := clientcmd.BuildConfigFromFlags("", addr)
+		if err != nil {
+			return fmt.Errorf("loading the kubeconfig: %w", err)
+		}
+		// client-go's own rate limit (5 requests a second) would queue a
+		// herd's reads; the API server's limits are what is measured.
+		cfg.QPS, cfg.Burst = -1, 0
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		const namespace = "default"
+		prefix := "le-bench-" + id + "-"
+		b.push = true
+		b.desc = "kube.Decider on kube-apiserver + etcd (separate processes, loopback HTTPS)" + b.added() + ", watch"
+		b.close = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			leases := client.CoordinationV1().Leases(namespace)
+			for i := int64(1); i <= b.seq.Load(); i++ {
+				_ = leases.Delete(ctx, fmt.Sprintf("%s%d", prefix, i), metav1.DeleteOptions{})
+			}
+		}
+		// cluster.close closes each Decider, ending its watch.
+		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
+			return kube.NewDecider(client, namespace, fmt.Sprintf("%s%d", prefix, b.seq.Add(1)))
 		}
 	}
 	return nil
