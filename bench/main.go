@@ -10,6 +10,7 @@
 //	go run ./bench -quick               # a CI-sized run
 //	go run ./bench -backend all         # every backend whose server is running
 //	go run ./bench -backend postgres    # after eval "$(scripts/postgres.sh start)"
+//	go run ./bench -profile all         # cloud latency profiles, time-scaled
 //
 // Targets assume the default settings: 5 ms latency, 2 s term, 100 ms
 // MaxClockSkew.
@@ -43,6 +44,13 @@ type settings struct {
 	allBackends                 bool // -backend all
 	backends, scenarios         []string
 	jsonPath                    string
+
+	// The cloud profile runs (-profile): which profiles and sizing rows,
+	// the time scale (0: each row's own), how many combinations run at
+	// once, and about how many terms the soak holds.
+	profiles, sizings []string
+	scale             float64
+	jobs, soakTerms   int
 }
 
 func main() {
@@ -69,14 +77,66 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	fs.IntVar(&s.steadyTerms, "steady-terms", 0, "terms measured in the steady-state scenario (0: 10, or 2 with -quick)")
 	fs.IntVar(&s.parallel, "parallel", 5, "elections run at once in the failover and pause scenarios")
 	fs.BoolVar(&s.quick, "quick", false, "fewer repetitions and steady-state terms")
-	fs.StringVar(&backends, "backend", "memory,memory-poll", `comma-separated backends: memory, memory-poll, gcs, s3, azblob, dynamodb, postgres, or "all" (the last three need their server started: scripts/azurite.sh, dynamodb-local.sh, postgres.sh; "all" skips those not running)`)
+	fs.StringVar(&backends, "backend", "memory,memory-poll", `comma-separated backends: memory, memory-poll, gcs, s3, azblob, dynamodb, postgres, kube, or "all" (the last four need their server started: scripts/azurite.sh, dynamodb-local.sh, postgres.sh, kube-apiserver.sh; "all" skips those not running)`)
 	fs.StringVar(&scens, "scenarios", "all", "comma-separated scenarios: handover, failover, steady, observer, pause, herd, or all")
-	fs.StringVar(&s.jsonPath, "json", defaultJSONPath(), `where to write the JSON results ("" for nowhere, "-" for stdout)`)
+	fs.StringVar(&s.jsonPath, "json", "", `where to write the JSON results ("" for nowhere, "-" for stdout; default bench/results.json, or bench/results-profiles.json with -profile)`)
+	var profiles, sizings string
+	fs.StringVar(&profiles, "profile", "", `run cloud latency profiles instead of the loopback scenarios: comma-separated gcs, s3, s3express, azblob, dynamodb, or "all" (azblob and dynamodb need Azurite and DynamoDB Local started)`)
+	fs.StringVar(&sizings, "sizing", "all", "with -profile: comma-separated sizing rows: default (15 s term, 1 s skew), quick (4 s, 500 ms), cheap (60 s, 2 s), or all")
+	fs.Float64Var(&s.scale, "scale", 0, "with -profile: scale every duration and latency by this factor (0: 0.1, and 0.05 for the cheap row)")
+	fs.IntVar(&s.jobs, "jobs", 3, "with -profile: profile and sizing combinations run at once")
+	fs.IntVar(&s.soakTerms, "soak-terms", 0, "with -profile: about how many terms lone leaders hold to count leadership lost without a crash (0: 1000, or 20 with -quick)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	jsonSet := false
+	fs.Visit(func(f *flag.Flag) { jsonSet = jsonSet || f.Name == "json" })
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if profiles != "" {
+		var names []string
+		for _, p := range cloudProfiles {
+			names = append(names, p.name)
+		}
+		var rows []string
+		for _, r := range sizingRows {
+			rows = append(rows, r.name)
+		}
+		var errs []error
+		s.profiles, errs = parseList("profile", profiles, names, errs)
+		s.sizings, errs = parseList("sizing row", sizings, rows, errs)
+		if s.scale < 0 || s.scale > 1 || s.jobs < 1 || s.soakTerms < 0 {
+			errs = append(errs, fmt.Errorf("-scale %g must be in [0, 1], -jobs %d at least 1, -soak-terms %d not negative", s.scale, s.jobs, s.soakTerms))
+		}
+		if s.reps == 0 {
+			s.reps = 20
+			if s.quick {
+				s.reps = 2
+			}
+		}
+		if s.steadyTerms == 0 {
+			s.steadyTerms = 4
+			if s.quick {
+				s.steadyTerms = 1
+			}
+		}
+		if s.soakTerms == 0 {
+			s.soakTerms = 1000
+			if s.quick {
+				s.soakTerms = 20
+			}
+		}
+		if !jsonSet {
+			s.jsonPath = defaultJSONPath("results-profiles.json")
+		}
+		if s.reps < 1 || s.steadyTerms < 1 {
+			errs = append(errs, errors.New("-reps and -steady-terms must be at least 1"))
+		}
+		return s, errors.Join(errs...)
+	}
+	if !jsonSet {
+		s.jsonPath = defaultJSONPath("results.json")
 	}
 	if s.reps == 0 {
 		s.reps = 10
@@ -119,14 +179,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if len(s.profiles) > 0 {
+		return runProfiles(ctx, s, args, stdout, stderr)
+	}
 	start := time.Now()
 	rep := &Report{
 		Command: strings.TrimSpace("go run ./bench " + strings.Join(args, " ")),
 		Started: start.UTC(),
-		Machine: Machine{
-			CPUModel: cpuModel(), NumCPU: runtime.NumCPU(), GOMAXPROC: runtime.GOMAXPROCS(0),
-			GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version(),
-		},
+		Machine: machine(),
 		Settings: Settings{
 			TermMs:           ms(s.term),
 			MaxClockSkewMs:   ms(s.skew),
@@ -188,16 +248,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return ctx.Err()
 }
 
-// defaultJSONPath is bench/results.json when run from the repository root,
-// else bench-results.json in the current directory.
-func defaultJSONPath() string {
-	if fi, err := os.Stat("bench"); err == nil && fi.IsDir() {
-		return filepath.Join("bench", "results.json")
+// machine describes the host.
+func machine() Machine {
+	return Machine{
+		CPUModel: cpuModel(), NumCPU: runtime.NumCPU(), GOMAXPROC: runtime.GOMAXPROCS(0),
+		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version(),
 	}
-	return "bench-results.json"
+}
+
+// defaultJSONPath is bench/name when run from the repository root, else
+// bench-name in the current directory.
+func defaultJSONPath(name string) string {
+	if fi, err := os.Stat("bench"); err == nil && fi.IsDir() {
+		return filepath.Join("bench", name)
+	}
+	return "bench-" + name
 }
 
 func writeJSON(rep *Report, path string, stdout io.Writer) error {
+	return writeJSONAny(rep, path, stdout)
+}
+
+func writeJSONAny(rep any, path string, stdout io.Writer) error {
 	if path == "" {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -197,6 +198,8 @@ type cluster struct {
 
 	// expected is the candidates' ExpectedCandidates (0: the default).
 	expected int
+	// tally is the backend's count of lost tenures and throttled writes.
+	tally *tally
 
 	mu       sync.Mutex
 	seq      int
@@ -215,6 +218,7 @@ func newCluster(ctx context.Context, cfg *settings, b *backend) (*cluster, error
 		rec:   newRecorder(),
 		ctx:   ctx,
 		cands: map[string]*candidate{},
+		tally: &b.tally,
 	}, nil
 }
 
@@ -237,6 +241,7 @@ func (c *cluster) start() *candidate {
 		OnElected:    c.rec.onElected(id),
 		// As a user running this many candidates would set it.
 		ExpectedCandidates: c.expected,
+		Observer:           c.tally.observer(acc),
 	}
 	go func() { cd.done <- cfg.Acquire(ctx) }()
 	c.mu.Lock()
@@ -338,6 +343,7 @@ func (c *cluster) close() error {
 		<-w.done
 	}
 	c.el.cancel()
+	c.tally.closed(c)
 	// A postgres Decider holds a listener connection until closed.
 	if cl, ok := c.el.inner.(io.Closer); ok {
 		errs = append(errs, cl.Close())
@@ -359,4 +365,101 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 	return nil
+}
+
+// tally counts, over every election of a backend, what the engine did that
+// the scenarios did not ask for: tenures lost without a crash, throttled
+// writes, and the busiest second of writes on one object. Safe for
+// concurrent use.
+type tally struct {
+	mu sync.Mutex
+	t  tallied
+	// window is the length of the "second" in which writes to one object
+	// are counted (one second, scaled like the run).
+	window time.Duration
+}
+
+// tallied is a snapshot of a tally.
+type tallied struct {
+	// lost counts tenures that ended, by reason, on a candidate that was
+	// never cut off (expired, superseded, refused, clock_skew).
+	lost map[leaderelection.OustReason]int
+	// throttled counts writes the engine saw throttled (after the store
+	// client's own retries).
+	throttled int
+	// held is the time leaders held their terms, summed.
+	held time.Duration
+	// peakWrites is the most writes sent to one object within one window.
+	peakWrites int
+}
+
+// observer returns the Observer of a candidate using acc, or nil when the
+// tally is off (window 0: the loopback runs, which keep the engine as it
+// runs without an Observer).
+func (t *tally) observer(acc *access) leaderelection.Observer {
+	t.mu.Lock()
+	on := t.window > 0
+	t.mu.Unlock()
+	if !on {
+		return nil
+	}
+	return leaderelection.ObserverFunc(func(e leaderelection.Event) {
+		switch {
+		case e.Kind == leaderelection.EventOusted && !acc.everCut.Load():
+			switch e.Reason {
+			case leaderelection.OustShutdown, leaderelection.OustReleased:
+				return
+			}
+			t.mu.Lock()
+			if t.t.lost == nil {
+				t.t.lost = map[leaderelection.OustReason]int{}
+			}
+			t.t.lost[e.Reason]++
+			t.mu.Unlock()
+		case e.Kind == leaderelection.EventStoreRequest && e.Result == leaderelection.ResultThrottled:
+			t.mu.Lock()
+			t.t.throttled++
+			t.mu.Unlock()
+		}
+	})
+}
+
+// closed adds the tenures and the write traffic of a closed cluster.
+func (t *tally) closed(c *cluster) {
+	var held time.Duration
+	now := time.Now()
+	c.rec.mu.Lock()
+	for _, tn := range c.rec.tenures {
+		held += tn.ctxEnd(now).Sub(tn.start)
+	}
+	c.rec.mu.Unlock()
+	t.mu.Lock()
+	w := t.window
+	t.mu.Unlock()
+	peak := 0
+	if w > 0 {
+		peak = c.el.busiestWrites(w)
+	}
+	t.mu.Lock()
+	t.t.held += held
+	t.t.peakWrites = max(t.t.peakWrites, peak)
+	t.mu.Unlock()
+}
+
+// snapshot returns the counts so far.
+func (t *tally) snapshot() tallied {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.t
+	s.lost = maps.Clone(t.t.lost)
+	return s
+}
+
+// lostTotal is the number of tenures lost without a crash.
+func (s tallied) lostTotal() int {
+	n := 0
+	for _, v := range s.lost {
+		n += v
+	}
+	return n
 }

@@ -119,19 +119,7 @@ func handOvers(ctx context.Context, s *settings, c *cluster, tn *tenure, each fu
 // random point of its renewal cycle. Time from the cancel to the next
 // OnElected.
 func runHandover(ctx context.Context, s *settings, b *backend) ([]Metric, error) {
-	samples, err := withCluster(ctx, s, b, func(c *cluster) ([]time.Duration, error) {
-		c.startN(3)
-		tn, err := c.rec.next(ctx, s.patience())
-		if err != nil {
-			return nil, err
-		}
-		var out []time.Duration
-		err = handOvers(ctx, s, c, tn, func(next *tenure, t0 time.Time) error {
-			out = append(out, next.start.Sub(t0))
-			return nil
-		})
-		return out, err
-	})
+	samples, err := handoverSamples(ctx, s, b)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +134,24 @@ func runHandover(ctx context.Context, s *settings, b *backend) ([]Metric, error)
 	return []Metric{m}, nil
 }
 
+// handoverSamples runs the handover scenario and returns the time from each
+// cancel to the next OnElected.
+func handoverSamples(ctx context.Context, s *settings, b *backend) ([]time.Duration, error) {
+	return withCluster(ctx, s, b, func(c *cluster) ([]time.Duration, error) {
+		c.startN(3)
+		tn, err := c.rec.next(ctx, s.patience())
+		if err != nil {
+			return nil, err
+		}
+		var out []time.Duration
+		err = handOvers(ctx, s, c, tn, func(next *tenure, t0 time.Time) error {
+			out = append(out, next.start.Sub(t0))
+			return nil
+		})
+		return out, err
+	})
+}
+
 type failoverSample struct {
 	sinceCut, overhead time.Duration
 }
@@ -155,7 +161,30 @@ type failoverSample struct {
 // next OnElected, and from the safety floor (its last accepted TermExpiry +
 // MaxClockSkew) to the next OnElected.
 func runFailover(ctx context.Context, s *settings, b *backend) ([]Metric, error) {
-	samples, err := repeat(ctx, s.reps, s.parallel, func(ctx context.Context) (failoverSample, error) {
+	samples, err := failoverSamples(ctx, s, b)
+	if err != nil {
+		return nil, err
+	}
+	var since, over []time.Duration
+	for _, x := range samples {
+		since = append(since, x.sinceCut)
+		over = append(over, x.overhead)
+	}
+	mo := metric("failover", "overhead beyond TermExpiry+MaxClockSkew", "ms", msStat(over))
+	limit := s.term / 50
+	mo = mo.withTarget(fmt.Sprintf("median <= 2%% of term = %.0f ms", ms(limit)), mo.Median <= ms(limit))
+	if mo.Min < 0 {
+		mo = mo.withNote(fmt.Sprintf("SAFETY: a successor was elected %.1f ms before the floor", -mo.Min))
+	}
+	return []Metric{
+		metric("failover", "cut to next OnElected", "ms", msStat(since)),
+		mo,
+	}, nil
+}
+
+// failoverSamples runs the failover scenario.
+func failoverSamples(ctx context.Context, s *settings, b *backend) ([]failoverSample, error) {
+	return repeat(ctx, s.reps, s.parallel, func(ctx context.Context) (failoverSample, error) {
 		return withCluster(ctx, s, b, func(c *cluster) (failoverSample, error) {
 			c.startN(3)
 			tn, err := c.rec.next(ctx, s.patience())
@@ -177,36 +206,30 @@ func runFailover(ctx context.Context, s *settings, b *backend) ([]Metric, error)
 			return failoverSample{sinceCut: next.start.Sub(cutAt), overhead: next.start.Sub(floor)}, nil
 		})
 	})
-	if err != nil {
-		return nil, err
-	}
-	var since, over []time.Duration
-	for _, x := range samples {
-		since = append(since, x.sinceCut)
-		over = append(over, x.overhead)
-	}
-	mo := metric("failover", "overhead beyond TermExpiry+MaxClockSkew", "ms", msStat(over))
-	limit := s.term / 50
-	mo = mo.withTarget(fmt.Sprintf("median <= 2%% of term = %.0f ms", ms(limit)), mo.Median <= ms(limit))
-	if mo.Min < 0 {
-		mo = mo.withNote(fmt.Sprintf("SAFETY: a successor was elected %.1f ms before the floor", -mo.Min))
-	}
-	return []Metric{
-		metric("failover", "cut to next OnElected", "ms", msStat(since)),
-		mo,
-	}, nil
 }
 
 // runSteady: 1 leader, 4 followers and 2 watchers for SteadyTerms terms:
 // requests per term per role, and per hour at the default 15 s term.
 func runSteady(ctx context.Context, s *settings, b *backend) ([]Metric, error) {
-	type result struct {
-		leader    opCounts
-		followers []opCounts
-		watchers  []opCounts
-		terms     float64
+	r, err := steadyCounts(ctx, s, b)
+	if err != nil {
+		return nil, err
 	}
-	r, err := withCluster(ctx, s, b, func(c *cluster) (result, error) {
+	return steadyMetrics(s, b, r), nil
+}
+
+// steadyResult is the traffic of one steady-state window, by role.
+type steadyResult struct {
+	leader    opCounts
+	followers []opCounts
+	watchers  []opCounts
+	terms     float64
+}
+
+// steadyCounts runs the steady scenario: 5 candidates and 2 watchers.
+func steadyCounts(ctx context.Context, s *settings, b *backend) (steadyResult, error) {
+	type result = steadyResult
+	return withCluster(ctx, s, b, func(c *cluster) (result, error) {
 		c.startN(5)
 		ws := []*watcher{c.watch("watcher-1"), c.watch("watcher-2")}
 		tn, err := c.rec.next(ctx, s.patience())
@@ -253,9 +276,9 @@ func runSteady(ctx context.Context, s *settings, b *backend) ([]Metric, error) {
 		}
 		return res, nil
 	})
-	if err != nil {
-		return nil, err
-	}
+}
+
+func steadyMetrics(s *settings, b *backend, r steadyResult) []Metric {
 	per := func(n int64) float64 { return float64(n) / r.terms }
 	var fOps, fWaits, wReads []float64
 	total := per(r.leader.reads + r.leader.writes)
@@ -309,7 +332,7 @@ func runSteady(ctx context.Context, s *settings, b *backend) ([]Metric, error) {
 		hourly("watcher requests/h @15s term", wMed),
 		hourly("1+4 candidates + 2 watchers requests/h @15s", total+2*wMed).withNote(note),
 	)
-	return out, nil
+	return out
 }
 
 type observerSample struct {
@@ -321,7 +344,16 @@ type observerSample struct {
 // runObserver: a watcher started before any election and one started after;
 // time from each new leader's OnElected to the watcher's callback.
 func runObserver(ctx context.Context, s *settings, b *backend) ([]Metric, error) {
-	samples, err := repeat(ctx, s.reps, 1, func(ctx context.Context) (observerSample, error) {
+	samples, err := observerSamples(ctx, s, b, 1)
+	if err != nil {
+		return nil, err
+	}
+	return observerMetrics(s, b, samples), nil
+}
+
+// observerSamples runs the observer scenario, parallel elections at once.
+func observerSamples(ctx context.Context, s *settings, b *backend, parallel int) ([]observerSample, error) {
+	return repeat(ctx, s.reps, parallel, func(ctx context.Context) (observerSample, error) {
 		return withCluster(ctx, s, b, func(c *cluster) (observerSample, error) {
 			var res observerSample
 			early := c.watch("early")
@@ -356,9 +388,9 @@ func runObserver(ctx context.Context, s *settings, b *backend) ([]Metric, error)
 			return res, nil
 		})
 	})
-	if err != nil {
-		return nil, err
-	}
+}
+
+func observerMetrics(s *settings, b *backend, samples []observerSample) []Metric {
 	var all, early []time.Duration
 	told := 0
 	for _, x := range samples {
@@ -381,7 +413,20 @@ func runObserver(ctx context.Context, s *settings, b *backend) ([]Metric, error)
 		m,
 		metric("observer", "early watcher: first leader lag", "ms", msStat(early)),
 		tm,
-	}, nil
+	}
+}
+
+// lags returns every watcher lag of samples: the early watcher's first
+// leader (when told) and both watchers' after the hand-over.
+func lags(samples []observerSample) (all []time.Duration, told int) {
+	for _, x := range samples {
+		if x.earlyTold {
+			told++
+			all = append(all, x.earlyLag)
+		}
+		all = append(all, x.handoverLags...)
+	}
+	return all, told
 }
 
 type pauseSample struct {

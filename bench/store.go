@@ -78,10 +78,20 @@ func (el *election) opsBetween(from, to time.Time) (reads, writes int) {
 // busiest returns the largest number of requests sent within any window of
 // length w inside [from, to].
 func (el *election) busiest(from, to time.Time, w time.Duration) int {
+	return el.busiestOf(from, to, w, func(opKind) bool { return true })
+}
+
+// busiestWrites returns the largest number of writes sent within any window
+// of length w.
+func (el *election) busiestWrites(w time.Duration) int {
+	return el.busiestOf(time.Time{}, time.Now(), w, func(k opKind) bool { return k == opWrite })
+}
+
+func (el *election) busiestOf(from, to time.Time, w time.Duration, keep func(opKind) bool) int {
 	el.mu.Lock()
 	var ts []time.Time
 	for _, o := range el.ops {
-		if !o.at.Before(from) && !o.at.After(to) {
+		if keep(o.kind) && !o.at.Before(from) && !o.at.After(to) {
 			ts = append(ts, o.at)
 		}
 	}
@@ -149,6 +159,9 @@ type access struct {
 
 	reads, writes, waits atomic.Int64
 	lateSent             atomic.Int64 // held writes delivered after their caller gave up
+	// everCut is set once the access has been cut off: a tenure it ends
+	// is lost to the scenario's fault, not the engine's.
+	everCut atomic.Bool
 
 	mu       sync.Mutex
 	mode     cutMode
@@ -182,6 +195,7 @@ func (a *access) cut(mode cutMode) {
 	}
 	a.mode = mode
 	if mode != connected {
+		a.everCut.Store(true)
 		a.restored = make(chan struct{})
 	}
 }
