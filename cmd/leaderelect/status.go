@@ -25,6 +25,15 @@ when the term ends. The state is judged on this machine's clock:
             over once --skew more has passed
   released  the last leader stepped down; anyone may take over at once
   none      no election has happened at this store yet
+
+It also estimates the leader's clock against the store's, from the leader's
+last write: the record holds the expiry the leader asked for (its clock when
+it sent the write, plus --term) and the store's commit time. The estimate is
+good to within that write's round trip and the store's time precision (a
+second on S3 and Azure, a millisecond on GCS); --term must be the
+candidates' term for it to mean anything. This host's own offset needs a
+write, which status does not make: see the candidates' metrics
+(leaderelection_clock_offset_seconds) for every host's.
 `
 
 const watchDescription = `
@@ -57,6 +66,9 @@ type recordJSON struct {
 	WriteID          string   `json:"writeID,omitempty"`
 	// Version is the store's version of the record (its token).
 	Version string `json:"version,omitempty"`
+	// LeaderClockOffsetSeconds (status) estimates the store's clock less
+	// the leader's, from the leader's last write (see leaderOffset).
+	LeaderClockOffsetSeconds *float64 `json:"leaderClockOffsetSeconds,omitempty"`
 }
 
 func toJSON(rec *entry.RaceEntry, now time.Time) recordJSON {
@@ -78,6 +90,39 @@ func toJSON(rec *entry.RaceEntry, now time.Time) recordJSON {
 	}
 }
 
+// leaderOffset estimates the store's clock less the leader's when it wrote
+// rec: the leader asked for an expiry of its clock at sending plus term, and
+// the store committed the write at CommitTime, after the sending and before
+// the answer. The estimate is therefore at most the true offset plus the
+// store's time precision, and at least the true offset less the write's
+// round trip. ok is false where it cannot be made: no commit time, or a
+// release (whose expiry is the release time, not a term away).
+func leaderOffset(rec *entry.RaceEntry, term time.Duration) (time.Duration, bool) {
+	if rec.ElectionNumber == entry.NoElections || rec.Released || rec.Token.CommitTime.IsZero() {
+		return 0, false
+	}
+	return rec.Token.CommitTime.Sub(rec.TermExpiry.Add(-term)), true
+}
+
+// offsetText describes a store-less-leader offset for people, with a warning
+// when it is more than half of skew.
+func offsetText(off, skew, term time.Duration) string {
+	var text string
+	switch {
+	case off > 0:
+		text = durationText(off) + " behind the store's"
+	case off < 0:
+		text = durationText(-off) + " ahead of the store's"
+	default:
+		text = "level with the store's"
+	}
+	text = fmt.Sprintf("about %s (from its last write, if its term is --term %s)", text, term)
+	if skew > 0 && 2*max(off, -off) > skew {
+		text += "; more than half of --skew: check its time sync"
+	}
+	return text
+}
+
 func state(rec *entry.RaceEntry, now time.Time) string {
 	switch {
 	case rec.ElectionNumber == entry.NoElections:
@@ -95,12 +140,16 @@ func statusMain(args []string, stdout, stderr io.Writer) outcome {
 	store := fs.String("store", "", "the election's store `URL`")
 	asJSON := fs.Bool("json", false, "print the record as a JSON object")
 	skew := fs.Duration("skew", leaderelection.DefaultMaxClockSkew, "the candidates' --skew, to say when a takeover becomes possible")
+	term := fs.Duration("term", leaderelection.DefaultTermLength, "the candidates' --term, to estimate the leader's clock offset")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the store")
 	if o, ok := fs.parse(args); !ok {
 		return o
 	}
 	if fs.NArg() > 0 {
 		return fs.usageError("unexpected arguments %q", fs.Args())
+	}
+	if *term <= 0 {
+		return fs.usageError("--term (%s) must be positive", *term)
 	}
 	_, rec, o, ok := openStore(fs, *store, *timeout)
 	if !ok {
@@ -110,6 +159,10 @@ func statusMain(args []string, stdout, stderr io.Writer) outcome {
 	if *asJSON {
 		j := toJSON(rec, now)
 		j.Store, j.State = *store, state(rec, now)
+		if off, ok := leaderOffset(rec, *term); ok {
+			secs := off.Seconds()
+			j.LeaderClockOffsetSeconds = &secs
+		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(j); err != nil {
@@ -152,6 +205,9 @@ func statusMain(args []string, stdout, stderr io.Writer) outcome {
 	}
 	if !rec.Token.CommitTime.IsZero() {
 		row("written", "%s (store's clock)", rec.Token.CommitTime.Local().Format(time.RFC3339Nano))
+	}
+	if off, ok := leaderOffset(rec, *term); ok {
+		row(label+"'s clock", "%s", offsetText(off, *skew, *term))
 	}
 	tw.Flush()
 	return outcome{}
