@@ -45,12 +45,15 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 	)
 	var arm func()
 	arm = func() {
+		// The clock is read before the lock is taken: a clock read may
+		// block (a stalled host), and must not hold up the other arm.
+		d := min(max(tv.Remaining(), 0), cd.TermLength/16)
 		mu.Lock()
 		defer mu.Unlock()
 		if watchdog != nil {
 			watchdog.Stop()
 		}
-		watchdog = cd.Clock.AfterFunc(min(max(tv.Remaining(), 0), cd.TermLength/16), func() {
+		watchdog = cd.Clock.AfterFunc(d, func() {
 			if tv.ValueInFuture() {
 				arm()
 				return
