@@ -69,6 +69,17 @@
 // faults (not failed reads: Watch spaces its retries with the process-wide
 // random source, which would make runs irreproducible).
 //
+// Resolvers (0 to 2) run legrpc's resolver (Builder.Build), built at a
+// random instant of the fault phase, on their own clocks, handing what
+// they resolve to a recording resolver.ClientConn, and poked with
+// ResolveNow every Term/4 to 2 x Term; each incarnation publishes its own
+// address. Half of them are clean; the others meet latency, stale reads
+// and push faults but no failed reads (legrpc starts the watcher on a
+// context of its own, so its retries are not seeded; for the same reason
+// the watcher's reads that confirm an absence are held to the end of its
+// backoff window). The resolver reads from two goroutines at once, each
+// with its own fault stream.
+//
 // Processes: a pause freezes an incarnation: every call to its clock and to
 // the store blocks at the process's gate, and responses are delivered only
 // once it resumes; timers still fire. A stall pauses it right after its next
@@ -134,6 +145,15 @@
 // term-length window stay within 8 x its design budget (2 + 2 x Term /
 // PollInterval) + 60; past that each call takes Term/64, so that the run
 // can go on.
+//
+// Resolvers: a state never names a leader from a record whose term had
+// ended, on the resolver's clock, when the store served it; a clean
+// resolver stops naming a leader within 4 x the quiet latency of the
+// expiry (on its clock) or release of the newest record of it that it
+// was served; states never name an older tenure after a newer one; in the
+// quiet phase, a resolver names the live leader once it has led for a
+// poll interval and a few round trips (a term more for a resolver that
+// met faults).
 //
 // Known issues (knownIssues) are engine defects found by the sweep and not
 // yet fixed: their instances are recorded as KNOWN ISSUE events, not

@@ -60,11 +60,12 @@ type Stats struct {
 	KnownSeeds map[string]uint64
 	// DeletionOverlaps counts checks that found two valid TimeViews that
 	// deletion allows (a candidate that never saw the deleted record).
-	DeletionOverlaps int
-	WatchCovered     int           // tenures and deletions a clean watcher was required to report, and did
-	Refusals         int           // Acquire calls ended by a refusal
-	MaxRefusalEnd    time.Duration // the longest from a refusal to Acquire's return
-	MaxOpsShare      float64       // the most store calls in one term by one participant, as a share of its budget
+	DeletionOverlaps  int
+	WatchCovered      int           // tenures and deletions a clean watcher was required to report, and did
+	ResolverConverged int           // quiet-phase checks that found a resolver routing to the leader
+	Refusals          int           // Acquire calls ended by a refusal
+	MaxRefusalEnd     time.Duration // the longest from a refusal to Acquire's return
+	MaxOpsShare       float64       // the most store calls in one term by one participant, as a share of its budget
 }
 
 // Add adds o's figures to st.
@@ -95,6 +96,7 @@ func (st *Stats) Add(o Stats) {
 	}
 	st.DeletionOverlaps += o.DeletionOverlaps
 	st.WatchCovered += o.WatchCovered
+	st.ResolverConverged += o.ResolverConverged
 	st.Refusals += o.Refusals
 	st.MaxRefusalEnd = max(st.MaxRefusalEnd, o.MaxRefusalEnd)
 	st.MaxOpsShare = max(st.MaxOpsShare, o.MaxOpsShare)
@@ -133,6 +135,7 @@ func (st *Stats) String() string {
 	fmt.Fprintf(&b, "worst recovery:       %v after faults stopped\n", st.MaxRecovery)
 	fmt.Fprintf(&b, "  beyond TermLength + MaxClockSkew: at worst %.2f x MaxClockSkew (seed %d)\n", st.RecoveryExcess, st.ExcessSeed)
 	fmt.Fprintf(&b, "watchers:             %d tenures and deletions required to be reported, all were\n", st.WatchCovered)
+	fmt.Fprintf(&b, "resolvers:            %d quiet-phase checks found one routing to the leader\n", st.ResolverConverged)
 	fmt.Fprintf(&b, "refusals:             %d Acquire calls ended by one, at worst %v after it\n", st.Refusals, st.MaxRefusalEnd)
 	fmt.Fprintf(&b, "busiest term:         %.0f%% of a participant's store-call budget\n", 100*st.MaxOpsShare)
 	fmt.Fprintf(&b, "deletion overlaps:    %d checks (a candidate that never saw a deleted record)\n", st.DeletionOverlaps)

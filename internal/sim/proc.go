@@ -22,13 +22,18 @@ import (
 // LeaderID, on a slot (host) whose clock it shares with the slot's other
 // incarnations.
 type proc struct {
-	s              *sim
-	slot, inc      int
-	id             string // the sim's name for it, unique
-	leaderID       string // its Config.LeaderID: a restart may reuse its predecessor's
-	watcher        int    // a watcher's index, or -1 for a candidate
-	clean          bool   // a watcher whose store access has no faults
-	instant        bool   // its OnElected returns at once while faults last
+	s          *sim
+	slot, inc  int
+	id         string // the sim's name for it, unique
+	leaderID   string // its Config.LeaderID: a restart may reuse its predecessor's
+	watcher    int    // a watcher's index, or -1 for a candidate or a resolver
+	isResolver bool   // a legrpc resolver (see resolver.go)
+	clean      bool   // a watcher or resolver whose store access has no faults
+	// noFail: its store access never fails a call (only latency, stale
+	// reads and push faults): the resolver's watcher retries failed reads
+	// with the process-wide random source, which no seed fixes.
+	noFail         bool
+	instant        bool // its OnElected returns at once while faults last
 	guard          *legrpc.Guard
 	ctx            context.Context // Acquire's (or Watch's)
 	host           *hostClock
@@ -78,6 +83,18 @@ type proc struct {
 	// staleAbsent: its last read was served stale, from before the
 	// record existed.
 	staleAbsent bool
+	// A resolver's: the newest record of each address it was served; the
+	// address it routes to ("" for none), the last two different ones it
+	// routed to, and the highest term it routed to.
+	newest   map[string]*seenRec
+	absentAt time.Time // when it was last served no record
+	// Its watcher's confirmation of an absence (see holdConfirm).
+	watchSawRecord     bool
+	confirming         int
+	confirmFrom        time.Time
+	routed             string
+	lastAddr, prevAddr string
+	maxRouted          int64
 
 	reads, writes, pushes int
 	opsByTerm             map[int64]int // ops per term-length window of virtual time
@@ -185,6 +202,12 @@ func (p *proc) silent() bool {
 // saw records a record delivered to it, and its clock when the store
 // served it.
 func (p *proc) saw(rec *entry.RaceEntry, clock time.Time) {
+	p.sawBy(rec, clock, true)
+}
+
+// sawBy is saw, for a resolver telling whether its watcher was served the
+// record (or a read of its own, for ResolveNow).
+func (p *proc) sawBy(rec *entry.RaceEntry, clock time.Time, watched bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sawMax = max(p.sawMax, rec.ElectionNumber)
@@ -194,6 +217,18 @@ func (p *proc) saw(rec *entry.RaceEntry, clock time.Time) {
 	k := recKey(rec)
 	if _, ok := p.readClock[k]; !ok {
 		p.readClock[k] = clock
+	}
+	if p.isResolver && rec.ElectionNumber == entry.NoElections {
+		p.absentAt = time.Now()
+	}
+	if p.isResolver && rec.ElectionNumber != entry.NoElections && len(rec.HostPort) > 0 {
+		addr := rec.HostPort[0]
+		switch old := p.newest[addr]; {
+		case old == nil || newerRecord(rec, old.rec):
+			p.newest[addr] = &seenRec{rec: rec.Clone(), readClock: p.readClock[k], at: time.Now(), watched: watched}
+		case recKey(old.rec) == k && watched:
+			old.watched = true
+		}
 	}
 }
 
@@ -420,7 +455,7 @@ func (p *proc) config(d leaderelection.RaceDecider) leaderelection.Config {
 		Decider:            d,
 		LeaderID:           p.leaderID,
 		ExpectedCandidates: sc.ExpectedCandidates,
-		HostPort:           []string{fmt.Sprintf("host%d:443", p.slot)},
+		HostPort:           []string{p.addr()},
 		TermLength:         sc.Term,
 		MaxClockSkew:       p.skew,
 		PollInterval:       sc.Poll,

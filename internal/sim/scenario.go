@@ -48,6 +48,12 @@ type Options struct {
 	// WatchDrop drops every report, WatchReplay delivers the previous
 	// report again after each one (negative controls: a broken Watch).
 	WatchDrop, WatchReplay bool
+	// ResolverLag gives resolvers a clock half a term behind their
+	// host's; ResolverReplay makes them hand gRPC the previous leader's
+	// addresses again after each new leader's; ResolverFreeze makes them
+	// hand gRPC nothing once the faults end (negative controls: a broken
+	// legrpc resolver).
+	ResolverLag, ResolverReplay, ResolverFreeze bool
 	// SampleEvery is the period of the checker's sampler, on top of the
 	// exact checks after every store response. Zero means TermLength/50.
 	SampleEvery time.Duration
@@ -169,6 +175,14 @@ type Scenario struct {
 	// FileBackend: the store keeps its record with the real file backend
 	// (package file) in a temporary directory, under three names.
 	FileBackend bool
+
+	// Resolvers run legrpc's resolver (Builder.Build), built at
+	// ResolverStart, on clocks ResolverOffsets; CleanResolver marks those
+	// whose store access has no faults.
+	Resolvers       int
+	ResolverStart   []time.Duration
+	ResolverOffsets []time.Duration
+	CleanResolver   []bool
 
 	Events []FaultEvent
 }
@@ -379,7 +393,21 @@ func NewScenario(seed uint64, o Options) *Scenario {
 		}
 		sc.Events = append(sc.Events, ev)
 	}
+	sc.drawMore(seed, harsh, spread)
 	return sc
+}
+
+// drawMore draws what later versions of the simulation added, from a
+// stream of its own, so that the draws above (and so the course of a run
+// without the additions) stay what they were for every seed.
+func (sc *Scenario) drawMore(seed uint64, harsh, spread float64) {
+	r := rand.New(rand.NewPCG(seed, 0x5ce7a211))
+	sc.Resolvers = pick(r, 0, 0, 1, 1, 2)
+	for range sc.Resolvers {
+		sc.ResolverStart = append(sc.ResolverStart, uniform(r, 0, sc.FaultEnd/2))
+		sc.ResolverOffsets = append(sc.ResolverOffsets, time.Duration((r.Float64()*2-1)*float64(sc.Skew)/2*0.75*spread))
+		sc.CleanResolver = append(sc.CleanResolver, r.IntN(2) == 0 || harsh == 0)
+	}
 }
 
 // String describes the scenario for a failure report.
@@ -402,6 +430,9 @@ func (sc *Scenario) String() string {
 		fmt.Fprintf(&b, "  store: the file backend, one record under three names\n")
 	}
 	fmt.Fprintf(&b, "  %d watchers (poll %v, clean %v), guards on slots %v\n", sc.Watchers, sc.WatchPoll, sc.CleanWatcher, sc.Guard)
+	if sc.Resolvers > 0 {
+		fmt.Fprintf(&b, "  %d legrpc resolvers (poll %v, built at %v, clean %v)\n", sc.Resolvers, sc.WatchPoll, sc.ResolverStart, sc.CleanResolver)
+	}
 	fmt.Fprintf(&b, "  liveness bounds: recovery %v after faults stop, graceful handover %v\n", sc.RecoveryBound(), sc.HandoverBound())
 	fmt.Fprintf(&b, "  %d scheduled faults:\n", len(sc.Events))
 	for _, e := range sc.Events {

@@ -18,7 +18,7 @@ var (
 	flagRepeat  = flag.Int("repeat", 1, "TestSweep with -seed: run the seed this many times and report how often it reproduces")
 	flagPar     = flag.Int("par", 0, "TestSweep: seeds run in parallel (0: GOMAXPROCS)")
 	flagReports = flag.Int("reports", 3, "TestSweep: failing seeds reported in full")
-	flagControl = flag.String("control", "", "TestSweep: run with a negative control's breakage (see controls): offsets, zeroskew, stalestore, unfenced, latetimers, nosleep, ousting, changed, resetfence, nodrain, watchdrop, replay")
+	flagControl = flag.String("control", "", "TestSweep: run with a negative control's breakage (see controls): offsets, zeroskew, stalestore, unfenced, latetimers, nosleep, ousting, changed, resetfence, nodrain, watchdrop, replay, rlag, rreplay, rfreeze")
 )
 
 // controls are the negative controls' breakages, by name.
@@ -35,6 +35,9 @@ var controls = map[string]Options{
 	"nodrain":    {GuardNoDrain: true},
 	"watchdrop":  {WatchDrop: true},
 	"replay":     {WatchReplay: true},
+	"rlag":       {ResolverLag: true},
+	"rreplay":    {ResolverReplay: true},
+	"rfreeze":    {ResolverFreeze: true},
 }
 
 // sweepOptions returns the options the flags ask for.
@@ -249,6 +252,15 @@ func TestNegativeControls(t *testing.T) {
 	})
 	t.Run("Watch replaying reports", func(t *testing.T) {
 		negativeControl(t, "replay", "watch-order", controlSeeds)
+	})
+	t.Run("resolver on a clock half a term behind", func(t *testing.T) {
+		negativeControl(t, "rlag", "resolver-ended-term", controlSeeds)
+	})
+	t.Run("resolver replaying the previous leader", func(t *testing.T) {
+		negativeControl(t, "rreplay", "resolver-order", controlSeeds)
+	})
+	t.Run("resolver freezing once faults end", func(t *testing.T) {
+		negativeControl(t, "rfreeze", "resolver-stale", controlSeeds)
 	})
 }
 

@@ -308,6 +308,17 @@ func (st *store) apply(p *proc, e *entry.RaceEntry, acceptStale bool) (entry.Lea
 type access struct {
 	st *store
 	p  *proc
+	// ops, if set, decides the fate of this access's calls instead of
+	// p.ops; own marks a resolver's own reads (see resolverDecider).
+	ops *stream
+	own bool
+}
+
+func (a *access) stream() *stream {
+	if a.ops != nil {
+		return a.ops
+	}
+	return &a.p.ops
 }
 
 // pushAccess adds change notifications.
@@ -330,22 +341,33 @@ func (a *access) leg() time.Duration {
 	s := a.st.s
 	sc := s.sc
 	if !a.faulty() {
-		return a.p.ops.uniform(quietLatency/20, quietLatency)
+		return a.stream().uniform(quietLatency/20, quietLatency)
 	}
 	if now := s.now(); now >= sc.SlowFrom && now < sc.SlowTo {
 		// A persistently slow store: round trips near Term/2.
-		return a.p.ops.uniform(sc.Term/5, sc.Term/4)
+		return a.stream().uniform(sc.Term/5, sc.Term/4)
 	}
-	if a.p.ops.float() < sc.PSlow {
+	if a.stream().float() < sc.PSlow {
 		s.count("slow-op")
-		return a.p.ops.uniform(sc.MaxLatency, sc.Term/2)
+		if a.p.noFail {
+			// Two such legs stay within the watcher's read timeout
+			// (10 s), whose expiry would be a failed read.
+			return a.stream().uniform(sc.MaxLatency, sc.Term/4)
+		}
+		return a.stream().uniform(sc.MaxLatency, sc.Term/2)
 	}
-	return a.p.ops.uniform(sc.MaxLatency/20, sc.MaxLatency)
+	return a.stream().uniform(sc.MaxLatency/20, sc.MaxLatency)
 }
 
 // chance reports whether a fault of probability prob strikes this op.
 func (a *access) chance(prob float64) bool {
-	return a.faulty() && a.p.ops.float() < prob
+	return a.faulty() && a.stream().float() < prob
+}
+
+// failChance is chance for a fault that fails the call: never for an
+// access whose calls must not fail (see proc.noFail).
+func (a *access) failChance(prob float64) bool {
+	return !a.p.noFail && a.chance(prob)
 }
 
 // sleepCtx sleeps d (virtual time in the bubble), or until ctx ends.
@@ -386,7 +408,7 @@ func (a *access) refused(ctx context.Context, op string) error {
 
 // throttled answers a call with a throttling error (not applied).
 func (a *access) throttled(ctx context.Context, op string) error {
-	if !a.chance(a.st.s.sc.PThrottle) {
+	if !a.failChance(a.st.s.sc.PThrottle) {
 		return nil
 	}
 	a.st.s.count("throttled")
@@ -426,13 +448,18 @@ func (a *access) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 		return nil, errDead
 	}
 	p.countOp("read")
+	if p.isResolver && !a.own {
+		if !a.holdConfirm(ctx) {
+			return nil, a.ctxErr(ctx, "read")
+		}
+	}
 	if err := a.refused(ctx, "read"); err != nil {
 		return nil, err
 	}
 	if err := a.blocked(ctx, "read"); err != nil {
 		return nil, err
 	}
-	if a.chance(s.sc.PFail) {
+	if a.failChance(s.sc.PFail) {
 		s.count("op-failure")
 		sleepCtx(ctx, a.leg())
 		return nil, fmt.Errorf("sim: read: %w", errInjected)
@@ -447,7 +474,7 @@ func (a *access) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	readClock := p.host.Now()
 	lag := time.Duration(0)
 	if a.chance(s.sc.PStale) {
-		lag = p.ops.uniform(0, s.sc.StaleLag)
+		lag = a.stream().uniform(0, s.sc.StaleLag)
 	}
 	staleAbsent := false
 	if lag > 0 {
@@ -464,14 +491,17 @@ func (a *access) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	if !sleepCtx(ctx, a.leg()) {
 		return nil, a.ctxErr(ctx, "read")
 	}
-	if part, _ := s.partitioned(p.slot); part || a.chance(s.sc.PLostResponse) {
+	if part, _ := s.partitioned(p.slot); part || a.failChance(s.sc.PLostResponse) {
 		s.count("lost-read-response")
 		return nil, fmt.Errorf("sim: read: %w", errLostResponse)
 	}
 	if !a.respond() {
 		return nil, errDead
 	}
-	p.saw(rec, readClock)
+	p.sawBy(rec, readClock, !a.own)
+	if p.isResolver && !a.own {
+		a.confirmState(rec)
+	}
 	s.event(p.id, "read %s", s.fmtRecord(rec))
 	return rec, nil
 }
