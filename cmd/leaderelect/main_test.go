@@ -354,7 +354,9 @@ func TestRunSingleton(t *testing.T) {
 	if !c3.at.After(held.TermExpiry.Add(testSkew)) {
 		t.Errorf("takeover at %v, before the killed leader's term ended (%v) plus skew", c3.at, held.TermExpiry)
 	}
-	if d := c3.at.Sub(killed); d > testTerm+testSkew+time.Second {
+	// A liveness bound, not a speed figure: generous enough for a loaded
+	// machine (the takeover's speed is the benchmark's to measure).
+	if d := c3.at.Sub(killed); d > testTerm+testSkew+5*time.Second {
 		t.Errorf("takeover took %v after the kill", d)
 	}
 	if c3.term <= c2.term {
