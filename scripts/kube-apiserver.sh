@@ -28,6 +28,15 @@
 # system:masters, may do anything) and "nobody" (no rights at all, for the
 # forbidden tests). Their kubeconfigs are printed as LEADERELECTION_KUBECONFIG
 # and LEADERELECTION_KUBECONFIG_NOBODY.
+#
+# A second API server on the same etcd serves Leases without a watch cache
+# (--watch-cache-sizes), so that its Lease watches read etcd directly: once
+# etcd is compacted (its client URL is printed as LEADERELECTION_KUBE_ETCD),
+# a watch from an older resourceVersion ends with 410 Gone. The first one's
+# watch cache keeps at least 75 s of history (up to 100k events), so a test
+# cannot make it answer 410 in seconds. The admin's kubeconfig for the second
+# is printed as LEADERELECTION_KUBECONFIG_NOCACHE; KUBE_APISERVER_NOCACHE=0
+# leaves it out.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,6 +47,8 @@ ETCD=$BINDIR/etcd
 STATE=$ROOT/.tmp/kube-apiserver
 KUBECONFIG_ADMIN=$STATE/kubeconfig
 KUBECONFIG_NOBODY=$STATE/kubeconfig-nobody
+KUBECONFIG_NOCACHE=$STATE/kubeconfig-nocache
+NOCACHE=${KUBE_APISERVER_NOCACHE:-1}
 
 say() { echo "kube-apiserver.sh: $*" >&2; }
 
@@ -81,22 +92,28 @@ free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 
-alive() { # alive NAME: the pid of NAME if this script started it and it runs
+alive() { # alive NAME [PROGRAM]: the pid of NAME if this script started it and it runs PROGRAM (default: NAME)
 	local f=$STATE/$1.pid pid
 	[ -f "$f" ] || return 1
 	pid=$(cat "$f")
 	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
-		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$1"; then
+		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "${2:-$1}"; then
 		echo "$pid"
 		return 0
 	fi
 	return 1
 }
 
-api_ready() {
-	[ -s "$STATE/apiserver.addr" ] || return 1
+api_ready() { # api_ready [ADDR_FILE]: the API server at the address in ADDR_FILE (default: the main one's) is ready
+	local f=$STATE/${1:-apiserver.addr}
+	[ -s "$f" ] || return 1
 	curl -s --max-time 2 --cacert "$STATE/ca.crt" -H "Authorization: Bearer $(cat "$STATE/admin.token")" \
-		"https://$(cat "$STATE/apiserver.addr")/readyz" 2>/dev/null | grep -qx ok
+		"https://$(cat "$f")/readyz" 2>/dev/null | grep -qx ok
+}
+
+# nocache_up: the second API server runs and is ready, or is not wanted.
+nocache_up() {
+	[ "$NOCACHE" = 0 ] || { alive kube-apiserver-nocache kube-apiserver >/dev/null && api_ready apiserver-nocache.addr; }
 }
 
 etcd_ready() {
@@ -109,6 +126,12 @@ print_env() {
 export LEADERELECTION_KUBECONFIG=$KUBECONFIG_ADMIN
 export LEADERELECTION_KUBECONFIG_NOBODY=$KUBECONFIG_NOBODY
 EOF
+	if [ -s "$STATE/etcd.addr" ]; then
+		echo "export LEADERELECTION_KUBE_ETCD=http://$(cat "$STATE/etcd.addr")"
+	fi
+	if [ "$NOCACHE" != 0 ] && [ -s "$STATE/apiserver-nocache.addr" ]; then
+		echo "export LEADERELECTION_KUBECONFIG_NOCACHE=$KUBECONFIG_NOCACHE"
+	fi
 }
 
 make_credentials() {
@@ -134,14 +157,14 @@ $(cat "$STATE/nobody.token"),nobody,nobody-uid
 EOF
 }
 
-write_kubeconfig() { # write_kubeconfig FILE USER TOKEN
+write_kubeconfig() { # write_kubeconfig FILE USER TOKEN [ADDR_FILE]
 	cat >"$1" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
 - name: test
   cluster:
-    server: https://$(cat "$STATE/apiserver.addr")
+    server: https://$(cat "$STATE/${4:-apiserver.addr}")
     certificate-authority: $STATE/ca.crt
 users:
 - name: $2
@@ -157,17 +180,74 @@ current-context: test
 EOF
 }
 
+# launch_apiserver NAME ADDR_FILE CERT_DIR [FLAG...] starts an API server on
+# the running etcd, on a free loopback port, with the pid in NAME.pid and its
+# log in NAME.log.
+launch_apiserver() {
+	local name=$1 addr=$2 certs=$3 port
+	shift 3
+	port=$(free_port)
+	echo "127.0.0.1:$port" >"$STATE/$addr"
+	mkdir -p "$STATE/$certs"
+	setsid nohup "$APISERVER" \
+		--etcd-servers "http://$(cat "$STATE/etcd.addr")" \
+		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$port" \
+		--tls-cert-file "$STATE/ca.crt" --tls-private-key-file "$STATE/ca.key" --cert-dir "$STATE/$certs" \
+		--client-ca-file "$STATE/ca.crt" \
+		--token-auth-file "$STATE/tokens.csv" --anonymous-auth=false \
+		--authorization-mode "${KUBE_AUTHORIZATION_MODE:-RBAC}" \
+		--service-account-issuer https://kubernetes.default.svc \
+		--service-account-key-file "$STATE/sa.pub" \
+		--service-account-signing-key-file "$STATE/sa.key" \
+		--service-cluster-ip-range 10.0.0.0/24 \
+		--profiling=false \
+		"$@" \
+		>"$STATE/$name.log" 2>&1 </dev/null &
+	echo $! >"$STATE/$name.pid"
+}
+
+# await_apiserver NAME ADDR_FILE waits until the API server is ready; if it
+# is not within a minute, it shows its log and stops everything.
+await_apiserver() {
+	for _ in $(seq 1 600); do
+		api_ready "$2" && return 0
+		if ! alive "$1" kube-apiserver >/dev/null; then break; fi
+		sleep 0.1
+	done
+	say "$1 did not become ready; its log:"
+	tail -n 30 "$STATE/$1.log" >&2 || true
+	stop || true
+	return 1
+}
+
+# start_nocache starts the second API server, whose Lease watches bypass the
+# watch cache, and waits until it is ready.
+start_nocache() {
+	[ "$NOCACHE" != 0 ] || return 0
+	stop_one kube-apiserver-nocache kube-apiserver >/dev/null 2>&1 || true
+	# Its identity would be the first one's (a hash of the host name): the
+	# two would fight over one identity Lease in kube-system.
+	launch_apiserver kube-apiserver-nocache apiserver-nocache.addr certs-nocache \
+		--watch-cache-sizes leases.coordination.k8s.io#0 --feature-gates APIServerIdentity=false,UnknownVersionInteroperabilityProxy=false
+	write_kubeconfig "$KUBECONFIG_NOCACHE" admin "$(cat "$STATE/admin.token")" apiserver-nocache.addr
+	await_apiserver kube-apiserver-nocache apiserver-nocache.addr
+	say "started the second kube-apiserver (no Lease watch cache) at https://$(cat "$STATE/apiserver-nocache.addr")"
+}
+
 start() {
 	install
 	make_credentials
-	if alive kube-apiserver >/dev/null && api_ready; then
-		say "already running at https://$(cat "$STATE/apiserver.addr")"
+	if alive kube-apiserver >/dev/null && api_ready && alive etcd >/dev/null; then
+		if ! nocache_up; then
+			start_nocache
+		fi
+		say "running at https://$(cat "$STATE/apiserver.addr")"
 		print_env
 		return 0
 	fi
 	stop >/dev/null 2>&1 || true
 	mkdir -p "$STATE"
-	local cport pport aport
+	local cport pport
 	cport=$(free_port)
 	pport=$(free_port)
 	echo "127.0.0.1:$cport" >"$STATE/etcd.addr"
@@ -190,43 +270,20 @@ start() {
 		stop || true
 		return 1
 	fi
-	aport=$(free_port)
-	echo "127.0.0.1:$aport" >"$STATE/apiserver.addr"
-	mkdir -p "$STATE/certs"
-	setsid nohup "$APISERVER" \
-		--etcd-servers "http://127.0.0.1:$cport" \
-		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$aport" \
-		--tls-cert-file "$STATE/ca.crt" --tls-private-key-file "$STATE/ca.key" --cert-dir "$STATE/certs" \
-		--client-ca-file "$STATE/ca.crt" \
-		--token-auth-file "$STATE/tokens.csv" --anonymous-auth=false \
-		--authorization-mode "${KUBE_AUTHORIZATION_MODE:-RBAC}" \
-		--service-account-issuer https://kubernetes.default.svc \
-		--service-account-key-file "$STATE/sa.pub" \
-		--service-account-signing-key-file "$STATE/sa.key" \
-		--service-cluster-ip-range 10.0.0.0/24 \
-		--profiling=false \
-		>"$STATE/kube-apiserver.log" 2>&1 </dev/null &
-	echo $! >"$STATE/kube-apiserver.pid"
+	launch_apiserver kube-apiserver apiserver.addr certs
 	write_kubeconfig "$KUBECONFIG_ADMIN" admin "$(cat "$STATE/admin.token")"
 	write_kubeconfig "$KUBECONFIG_NOBODY" nobody "$(cat "$STATE/nobody.token")"
-	for _ in $(seq 1 600); do
-		api_ready && break
-		if ! alive kube-apiserver >/dev/null; then break; fi
-		sleep 0.1
-	done
-	if ! api_ready; then
-		say "kube-apiserver did not become ready; its log:"
-		tail -n 30 "$STATE/kube-apiserver.log" >&2 || true
-		stop || true
-		return 1
-	fi
+	await_apiserver kube-apiserver apiserver.addr
 	say "started kube-apiserver at https://$(cat "$STATE/apiserver.addr") (etcd at $(cat "$STATE/etcd.addr")), logs in $STATE"
+	# The second starts once the first has written the cluster's initial
+	# objects (RBAC roles, namespaces), which it then only reads.
+	start_nocache
 	print_env
 }
 
-stop_one() {
+stop_one() { # stop_one NAME [PROGRAM]
 	local pid
-	if pid=$(alive "$1"); then
+	if pid=$(alive "$1" "${2:-$1}"); then
 		kill "$pid"
 		for _ in $(seq 1 100); do
 			kill -0 "$pid" 2>/dev/null || break
@@ -238,14 +295,19 @@ stop_one() {
 }
 
 stop() {
+	stop_one kube-apiserver-nocache kube-apiserver
 	stop_one kube-apiserver
 	stop_one etcd
-	rm -f "$STATE/apiserver.addr" "$STATE/etcd.addr"
+	rm -f "$STATE/apiserver.addr" "$STATE/apiserver-nocache.addr" "$STATE/etcd.addr"
 }
 
 status() {
 	if alive kube-apiserver >/dev/null && api_ready; then
 		say "running at https://$(cat "$STATE/apiserver.addr")"
+		if [ "$NOCACHE" != 0 ] && ! nocache_up; then
+			say "but not the second API server (no Lease watch cache): start starts it"
+			return 1
+		fi
 	else
 		say "not running"
 		return 1
