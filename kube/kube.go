@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/racedecider/leaderelection/entry"
@@ -29,7 +28,7 @@ var (
 // on one coordination.k8s.io/v1 Lease. It is safe for concurrent use. Close
 // stops the watch that WaitForChange starts.
 type Decider struct {
-	leases    coordclient.LeaseInterface
+	leases    leaseAPI
 	namespace string
 	lease     string
 	name      string // "lease NAMESPACE/NAME", for errors
@@ -50,6 +49,10 @@ type Decider struct {
 // each client's request rate on its side (rest.Config.QPS and Burst, 5 and 10
 // by default); an election needs only a few requests per term, but many
 // Deciders sharing one client add up.
+//
+// Each request is a single attempt, without client-go's retries (which pause
+// a second or more, and can turn an applied update into a 409): the engine
+// retries with its own backoff, within the time the term allows.
 func NewDecider(client kubernetes.Interface, namespace, name string) (*Decider, error) {
 	if client == nil {
 		return nil, errors.New("kube: NewDecider with a nil client")
@@ -58,7 +61,7 @@ func NewDecider(client kubernetes.Interface, namespace, name string) (*Decider, 
 		return nil, err
 	}
 	return &Decider{
-		leases:    client.CoordinationV1().Leases(namespace),
+		leases:    leasesOf(client, namespace),
 		namespace: namespace,
 		lease:     name,
 		name:      "lease " + namespace + "/" + name,
