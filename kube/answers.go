@@ -116,8 +116,8 @@ func (d *Decider) fail(ctx context.Context, what string, req request, err error)
 		return fmt.Errorf("kube: %s %s: %s: %w: %w", what, d.name, reason, errRefused, err)
 	}
 	if req == reqCreate || req == reqUpdate {
-		// client-go does not retry writes: this one may have been
-		// applied, and the engine reads back to find out.
+		// Sent once (see leasesOf), it may have been applied: the
+		// engine reads back to find out.
 		return fmt.Errorf("kube: %s %s: outcome unknown: %w", what, d.name, err)
 	}
 	return fmt.Errorf("kube: %s %s: %w", what, d.name, err)
