@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,9 @@ type hostClock struct {
 	step atomic.Int64
 	// backSteps counts the steps back.
 	backSteps atomic.Int64
+	// steps is every step, for the offset checks (see offsetRange).
+	mu    sync.Mutex
+	steps []stepRec
 }
 
 func newHostClock(start time.Time, offset time.Duration, drift float64) *hostClock {

@@ -155,6 +155,22 @@
 // poll interval and a few round trips (a term more for a resolver that
 // met faults).
 //
+// Checked clocks: the store reports commit times from its own clock
+// (virtual time) at a precision drawn per run (none, ns, µs, ms or whole
+// seconds, truncated, through every backend); half the runs give
+// candidates a Config.Observer, and most of those with commit times set
+// EnforceMaxClockSkew too, with one slot's clock 0.55 to 0.65 x
+// MaxClockSkew from the store's and the others within 0.1 x (every pair
+// still within MaxClockSkew). Every offset bound the engine reports
+// (EventClockOffset) must contain the host's true offset at some instant
+// of its samples' window. With EnforceMaxClockSkew, a candidate whose
+// bound shows it further than MaxClockSkew/2 sends no write of an
+// election number it has not tried before (no acquisition, no further
+// extension: it steps down) while the samples behind that bound are young
+// enough for the engine to hold them. Such a candidate campaigns again
+// once its evidence has aged out, and may win and step down at once: the
+// quiet phase's liveness bounds are then not checked.
+//
 // Known issues (knownIssues) are engine defects found by the sweep and not
 // yet fixed: their instances are recorded as KNOWN ISSUE events, not
 // violations, and the quick sweep fails once one no longer reproduces.

@@ -61,11 +61,17 @@ type Stats struct {
 	// DeletionOverlaps counts checks that found two valid TimeViews that
 	// deletion allows (a candidate that never saw the deleted record).
 	DeletionOverlaps  int
-	WatchCovered      int           // tenures and deletions a clean watcher was required to report, and did
-	ResolverConverged int           // quiet-phase checks that found a resolver routing to the leader
-	Refusals          int           // Acquire calls ended by a refusal
-	MaxRefusalEnd     time.Duration // the longest from a refusal to Acquire's return
-	MaxOpsShare       float64       // the most store calls in one term by one participant, as a share of its budget
+	WatchCovered      int // tenures and deletions a clean watcher was required to report, and did
+	ResolverConverged int // quiet-phase checks that found a resolver routing to the leader
+	// OffsetSamples counts the clock offset bounds checked; SkewDetected
+	// the candidates whose bound showed their clock further than
+	// MaxClockSkew/2 from the store's (with EnforceMaxClockSkew), and
+	// FarDetected those of them on a slot whose clock really is; FarProcs
+	// counts the candidates on such slots.
+	OffsetSamples, SkewDetected, FarDetected, FarProcs int
+	Refusals                                           int           // Acquire calls ended by a refusal
+	MaxRefusalEnd                                      time.Duration // the longest from a refusal to Acquire's return
+	MaxOpsShare                                        float64       // the most store calls in one term by one participant, as a share of its budget
 }
 
 // Add adds o's figures to st.
@@ -97,6 +103,10 @@ func (st *Stats) Add(o Stats) {
 	st.DeletionOverlaps += o.DeletionOverlaps
 	st.WatchCovered += o.WatchCovered
 	st.ResolverConverged += o.ResolverConverged
+	st.OffsetSamples += o.OffsetSamples
+	st.SkewDetected += o.SkewDetected
+	st.FarDetected += o.FarDetected
+	st.FarProcs += o.FarProcs
 	st.Refusals += o.Refusals
 	st.MaxRefusalEnd = max(st.MaxRefusalEnd, o.MaxRefusalEnd)
 	st.MaxOpsShare = max(st.MaxOpsShare, o.MaxOpsShare)
@@ -136,6 +146,8 @@ func (st *Stats) String() string {
 	fmt.Fprintf(&b, "  beyond TermLength + MaxClockSkew: at worst %.2f x MaxClockSkew (seed %d)\n", st.RecoveryExcess, st.ExcessSeed)
 	fmt.Fprintf(&b, "watchers:             %d tenures and deletions required to be reported, all were\n", st.WatchCovered)
 	fmt.Fprintf(&b, "resolvers:            %d quiet-phase checks found one routing to the leader\n", st.ResolverConverged)
+	fmt.Fprintf(&b, "checked clocks:       %d offset bounds checked; %d candidates on a clock beyond MaxClockSkew/2, %d of them saw it (%d candidates in all)\n",
+		st.OffsetSamples, st.FarProcs, st.FarDetected, st.SkewDetected)
 	fmt.Fprintf(&b, "refusals:             %d Acquire calls ended by one, at worst %v after it\n", st.Refusals, st.MaxRefusalEnd)
 	fmt.Fprintf(&b, "busiest term:         %.0f%% of a participant's store-call budget\n", 100*st.MaxOpsShare)
 	fmt.Fprintf(&b, "deletion overlaps:    %d checks (a candidate that never saw a deleted record)\n", st.DeletionOverlaps)

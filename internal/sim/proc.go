@@ -83,6 +83,15 @@ type proc struct {
 	// staleAbsent: its last read was served stale, from before the
 	// record existed.
 	staleAbsent bool
+	// Its checked clock: when each offset sample was reported (its
+	// clock), the last bound, whether (and since when) a bound showed it
+	// too far from the store's; the election numbers it has sent.
+	sampleAt   []time.Time
+	offset     leaderelection.ClockOffset
+	farSeen    bool
+	farAt      time.Time
+	farCounted bool
+	sentEN     map[int64]bool
 	// A resolver's: the newest record of each address it was served; the
 	// address it routes to ("" for none), the last two different ones it
 	// routed to, and the highest term it routed to.
@@ -478,6 +487,11 @@ func (p *proc) config(d leaderelection.RaceDecider) leaderelection.Config {
 		},
 		Logger: slog.New(&logHandler{s: s, who: p.id}),
 	}
+	if sc.Observed {
+		cfg.Observer = observer{p}
+	}
+	// (The broken engine of a negative control ignores the setting.)
+	cfg.EnforceMaxClockSkew = sc.Enforce && !s.opt.EnforceIgnored
 	if p.guard != nil {
 		cfg = p.attachGuard(cfg)
 	}

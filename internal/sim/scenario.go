@@ -54,6 +54,12 @@ type Options struct {
 	// hand gRPC nothing once the faults end (negative controls: a broken
 	// legrpc resolver).
 	ResolverLag, ResolverReplay, ResolverFreeze bool
+	// CommitOffset is added to every commit time the store reports
+	// (negative control: a store whose clock readings are wrong).
+	CommitOffset time.Duration
+	// EnforceIgnored configures candidates without EnforceMaxClockSkew
+	// where the scenario has it (negative control: a broken engine).
+	EnforceIgnored bool
 	// SampleEvery is the period of the checker's sampler, on top of the
 	// exact checks after every store response. Zero means TermLength/50.
 	SampleEvery time.Duration
@@ -183,6 +189,18 @@ type Scenario struct {
 	ResolverStart   []time.Duration
 	ResolverOffsets []time.Duration
 	CleanResolver   []bool
+
+	// CommitPrecision is the precision of the commit times the store
+	// reports (truncated); 0: it reports none. Observed: candidates have
+	// a Config.Observer (which also makes them bound their clock offset);
+	// Enforce: and EnforceMaxClockSkew. In a run with Enforce, FarSlot
+	// (if not -1) is a slot whose clock is 0.55 to 0.65 x MaxClockSkew
+	// from the store's, the others within 0.1 x, so that every pair stays
+	// within MaxClockSkew while the far one is beyond MaxClockSkew/2.
+	CommitPrecision time.Duration
+	Observed        bool
+	Enforce         bool
+	FarSlot         int
 
 	Events []FaultEvent
 }
@@ -393,20 +411,59 @@ func NewScenario(seed uint64, o Options) *Scenario {
 		}
 		sc.Events = append(sc.Events, ev)
 	}
-	sc.drawMore(seed, harsh, spread)
+	sc.drawMore(seed, harsh, spread, o)
 	return sc
 }
 
 // drawMore draws what later versions of the simulation added, from a
 // stream of its own, so that the draws above (and so the course of a run
 // without the additions) stay what they were for every seed.
-func (sc *Scenario) drawMore(seed uint64, harsh, spread float64) {
+func (sc *Scenario) drawMore(seed uint64, harsh, spread float64, o Options) {
 	r := rand.New(rand.NewPCG(seed, 0x5ce7a211))
 	sc.Resolvers = pick(r, 0, 0, 1, 1, 2)
 	for range sc.Resolvers {
 		sc.ResolverStart = append(sc.ResolverStart, uniform(r, 0, sc.FaultEnd/2))
 		sc.ResolverOffsets = append(sc.ResolverOffsets, time.Duration((r.Float64()*2-1)*float64(sc.Skew)/2*0.75*spread))
 		sc.CleanResolver = append(sc.CleanResolver, r.IntN(2) == 0 || harsh == 0)
+	}
+
+	// Checked clocks.
+	sc.FarSlot = -1
+	sc.CommitPrecision = pick(r, 0, time.Nanosecond, time.Microsecond, time.Millisecond, time.Millisecond, time.Second)
+	sc.Observed = r.IntN(2) == 0
+	sc.Enforce = sc.Observed && sc.CommitPrecision > 0 && sc.Skew > 0 && r.IntN(4) != 0 &&
+		spread == 1 && !o.ZeroSkewFollowers
+	if !sc.Enforce {
+		return
+	}
+	if sc.N >= 2 && r.IntN(8) != 0 {
+		sc.FarSlot = r.IntN(sc.N)
+	}
+	skew := float64(sc.Skew)
+	farOffset := func() time.Duration {
+		return time.Duration(pick(r, -1.0, 1.0) * (0.55 + 0.1*r.Float64()) * skew)
+	}
+	for i := range sc.N {
+		// Within 0.1 x MaxClockSkew (0.375 x before), half the drift.
+		sc.Offsets[i] = sc.Offsets[i] * 4 / 15
+		sc.Drift[i] /= 2
+		if i == sc.FarSlot {
+			sc.Offsets[i] = farOffset()
+		}
+	}
+	for i, ev := range sc.Events {
+		if ev.Kind != fClockStep {
+			continue
+		}
+		if ev.Slot == sc.FarSlot {
+			d := farOffset()
+			if (d < 0) != (sc.Offsets[ev.Slot] < 0) {
+				d = -d
+			}
+			sc.Events[i].Dur = d
+		} else {
+			sc.Events[i].Dur = ev.Dur * 4 / 15
+		}
 	}
 }
 
@@ -430,6 +487,7 @@ func (sc *Scenario) String() string {
 		fmt.Fprintf(&b, "  store: the file backend, one record under three names\n")
 	}
 	fmt.Fprintf(&b, "  %d watchers (poll %v, clean %v), guards on slots %v\n", sc.Watchers, sc.WatchPoll, sc.CleanWatcher, sc.Guard)
+	b.WriteString(sc.clockString())
 	if sc.Resolvers > 0 {
 		fmt.Fprintf(&b, "  %d legrpc resolvers (poll %v, built at %v, clean %v)\n", sc.Resolvers, sc.WatchPoll, sc.ResolverStart, sc.CleanResolver)
 	}

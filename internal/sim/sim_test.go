@@ -18,7 +18,7 @@ var (
 	flagRepeat  = flag.Int("repeat", 1, "TestSweep with -seed: run the seed this many times and report how often it reproduces")
 	flagPar     = flag.Int("par", 0, "TestSweep: seeds run in parallel (0: GOMAXPROCS)")
 	flagReports = flag.Int("reports", 3, "TestSweep: failing seeds reported in full")
-	flagControl = flag.String("control", "", "TestSweep: run with a negative control's breakage (see controls): offsets, zeroskew, stalestore, unfenced, latetimers, nosleep, ousting, changed, resetfence, nodrain, watchdrop, replay, rlag, rreplay, rfreeze")
+	flagControl = flag.String("control", "", "TestSweep: run with a negative control's breakage (see controls): offsets, zeroskew, stalestore, unfenced, latetimers, nosleep, ousting, changed, resetfence, nodrain, watchdrop, replay, rlag, rreplay, rfreeze, commitoff, enforceoff")
 )
 
 // controls are the negative controls' breakages, by name.
@@ -38,6 +38,8 @@ var controls = map[string]Options{
 	"rlag":       {ResolverLag: true},
 	"rreplay":    {ResolverReplay: true},
 	"rfreeze":    {ResolverFreeze: true},
+	"commitoff":  {CommitOffset: time.Second},
+	"enforceoff": {EnforceIgnored: true},
 }
 
 // sweepOptions returns the options the flags ask for.
@@ -261,6 +263,12 @@ func TestNegativeControls(t *testing.T) {
 	})
 	t.Run("resolver freezing once faults end", func(t *testing.T) {
 		negativeControl(t, "rfreeze", "resolver-stale", controlSeeds)
+	})
+	t.Run("store reporting commit times a second late", func(t *testing.T) {
+		negativeControl(t, "commitoff", "clock-offset", controlSeeds)
+	})
+	t.Run("EnforceMaxClockSkew ignored", func(t *testing.T) {
+		negativeControl(t, "enforceoff", "clock-skew-enforced", controlSeeds)
 	})
 }
 

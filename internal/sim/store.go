@@ -60,6 +60,9 @@ type store struct {
 	// spans is every stretch of time during which one tenure's record (or
 	// none) was stored: what watchers must report.
 	spans []span
+	// commits is when each version was committed (virtual time), the
+	// store's clock reading it reports (see sim.reportedCommit).
+	commits map[string]time.Time
 }
 
 // span is a stretch of virtual time during which the store held a record
@@ -153,7 +156,7 @@ type tenureKey struct {
 }
 
 func newStore(s *sim) *store {
-	st := &store{s: s, mem: memory.NewDecider(), accepted: map[tenureKey]map[time.Time]bool{}, maxTerm: -1}
+	st := &store{s: s, mem: memory.NewDecider(), accepted: map[tenureKey]map[time.Time]bool{}, maxTerm: -1, commits: map[string]time.Time{}}
 	st.remember(false)
 	return st
 }
@@ -210,6 +213,14 @@ func (st *store) openFiles(dir string) error {
 	return nil
 }
 
+// commitTime is the commit time the store reports for version.
+func (st *store) commitTime(version string) time.Time {
+	st.mu.Lock()
+	c := st.commits[version]
+	st.mu.Unlock()
+	return st.s.reportedCommit(c)
+}
+
 func (st *store) wasAccepted(id string, term int64, expiry time.Time) bool {
 	st.acc.Lock()
 	defer st.acc.Unlock()
@@ -259,6 +270,7 @@ func (st *store) apply(p *proc, e *entry.RaceEntry, acceptStale bool) (entry.Lea
 		}
 	}
 	st.writes++
+	st.commits[tok.Version] = time.Now()
 	prevHolder := st.holder
 	st.holder = p
 	if prev.ElectionNumber == entry.NoElections {
@@ -499,6 +511,7 @@ func (a *access) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 		return nil, errDead
 	}
 	p.sawBy(rec, readClock, !a.own)
+	rec.Token.CommitTime = a.st.commitTime(rec.Token.Version)
 	if p.isResolver && !a.own {
 		a.confirmState(rec)
 	}
@@ -517,6 +530,7 @@ func (a *access) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.Lead
 	if e.Released {
 		s.checkRelease(p, e)
 	}
+	s.checkSkewEnforced(p, e)
 	if err := a.refused(ctx, "write"); err != nil {
 		return zero, err
 	}
@@ -594,6 +608,7 @@ func (a *access) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.Lead
 	if !a.respond() {
 		return zero, errDead
 	}
+	r.tok.CommitTime = a.st.commitTime(r.tok.Version)
 	if r.err != nil {
 		s.event(p.id, "write (election %d) failed: %v", e.ElectionNumber, r.err)
 	} else {
@@ -638,6 +653,7 @@ func (a pushAccess) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*
 		return nil, errDead
 	}
 	p.saw(rec, readClock)
+	rec.Token.CommitTime = a.st.commitTime(rec.Token.Version)
 	s.event(p.id, "pushed %s", s.fmtRecord(rec))
 	return rec, nil
 }
