@@ -33,7 +33,8 @@
 //
 // More store faults: the record deleted by an operator (and re-created by
 // the candidates; only once it has existed for 2 x MaxClockSkew + Term/4,
-// the engine's documented condition for numbering above it); stale reads
+// the engine's documented condition for numbering above it, and while no
+// create sent earlier is still on its way); stale reads
 // (a read served the record as it was up to StaleLag ago, as on some
 // S3-compatible stores and NFS); a write applied but reported as a lost
 // race; throttling (entry.ErrThrottled, not applied); a definite refusal
@@ -48,6 +49,26 @@
 // symlink to its directory), each incarnation writing through one of them;
 // its flock is taken without blocking and retried on a timer, so it runs in
 // the bubble (contention is rare: the lock is held only across syscalls).
+//
+// Cloud backends: in about a third of the runs on the simulated store,
+// each slot's candidates reach it through the sim's access itself, or
+// through the real gcs Decider (XML or JSON reads) or s3 Decider, whose
+// HTTP client has an in-process RoundTripper (synctest cannot see
+// sockets) that serves the store through the candidate's access and maps
+// the sim's faults to each cloud's answers: GCS's JSON API (object
+// download with X-Goog-Generation, multipart upload with
+// ifGenerationMatch, 0 to create; 412 conditionNotMet, 404 for no object
+// and, on the bucket listing, for a missing bucket, 403, 429, 503) and S3
+// (GET, PUT with If-Match or If-None-Match: *; 412, 409
+// ConditionalRequestConflict, 404 NoSuchKey (on If-Match of a deleted
+// record too) and NoSuchBucket, 403 AccessDenied, 503 SlowDown, 500). A
+// request not sent is a refused connection, a lost response a reset or a
+// 5xx, and a write applied but reported lost a 5xx after it was applied,
+// which the backend's own retry then meets as 412. The storage client's
+// read retries and the gcs Decider's write retries are jittered by the
+// process-wide random source: each retry is held until the end of its
+// backoff window, so that the store sees it at an instant the seed fixes;
+// the S3 client's retries use a fixed backoff and no retry quota.
 //
 // Clocks also step: a slot's wall clock jumps to a new offset within the
 // skew bound (waits already armed keep their virtual instant, as a real
@@ -145,6 +166,11 @@
 // term-length window stay within 8 x its design budget (2 + 2 x Term /
 // PollInterval) + 60; past that each call takes Term/64, so that the run
 // can go on.
+//
+// Cloud backends: every call's answer must match what its attempts met:
+// a definite class (lost race, throttled, refused) only if the store
+// applied none of its attempts, even later, and some attempt got that
+// answer; success only for a write the store applied.
 //
 // Resolvers: a state never names a leader from a record whose term had
 // ended, on the resolver's clock, when the store served it; a clean

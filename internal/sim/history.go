@@ -69,9 +69,11 @@ type Stats struct {
 	// FarDetected those of them on a slot whose clock really is; FarProcs
 	// counts the candidates on such slots.
 	OffsetSamples, SkewDetected, FarDetected, FarProcs int
-	Refusals                                           int           // Acquire calls ended by a refusal
-	MaxRefusalEnd                                      time.Duration // the longest from a refusal to Acquire's return
-	MaxOpsShare                                        float64       // the most store calls in one term by one participant, as a share of its budget
+	// CloudCalls counts the calls to the real gcs and s3 backends checked.
+	CloudCalls    int
+	Refusals      int           // Acquire calls ended by a refusal
+	MaxRefusalEnd time.Duration // the longest from a refusal to Acquire's return
+	MaxOpsShare   float64       // the most store calls in one term by one participant, as a share of its budget
 }
 
 // Add adds o's figures to st.
@@ -107,6 +109,7 @@ func (st *Stats) Add(o Stats) {
 	st.SkewDetected += o.SkewDetected
 	st.FarDetected += o.FarDetected
 	st.FarProcs += o.FarProcs
+	st.CloudCalls += o.CloudCalls
 	st.Refusals += o.Refusals
 	st.MaxRefusalEnd = max(st.MaxRefusalEnd, o.MaxRefusalEnd)
 	st.MaxOpsShare = max(st.MaxOpsShare, o.MaxOpsShare)
@@ -148,6 +151,7 @@ func (st *Stats) String() string {
 	fmt.Fprintf(&b, "resolvers:            %d quiet-phase checks found one routing to the leader\n", st.ResolverConverged)
 	fmt.Fprintf(&b, "checked clocks:       %d offset bounds checked; %d candidates on a clock beyond MaxClockSkew/2, %d of them saw it (%d candidates in all)\n",
 		st.OffsetSamples, st.FarProcs, st.FarDetected, st.SkewDetected)
+	fmt.Fprintf(&b, "cloud backends:       %d calls to the real gcs and s3 Deciders checked\n", st.CloudCalls)
 	fmt.Fprintf(&b, "refusals:             %d Acquire calls ended by one, at worst %v after it\n", st.Refusals, st.MaxRefusalEnd)
 	fmt.Fprintf(&b, "busiest term:         %.0f%% of a participant's store-call budget\n", 100*st.MaxOpsShare)
 	fmt.Fprintf(&b, "deletion overlaps:    %d checks (a candidate that never saw a deleted record)\n", st.DeletionOverlaps)

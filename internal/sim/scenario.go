@@ -60,6 +60,10 @@ type Options struct {
 	// EnforceIgnored configures candidates without EnforceMaxClockSkew
 	// where the scenario has it (negative control: a broken engine).
 	EnforceIgnored bool
+	// BackendRaceLost makes the cloud backends report an answer they
+	// cannot read (an unknown outcome) as a lost race (negative control:
+	// a backend's broken classification).
+	BackendRaceLost bool
 	// SampleEvery is the period of the checker's sampler, on top of the
 	// exact checks after every store response. Zero means TermLength/50.
 	SampleEvery time.Duration
@@ -202,6 +206,12 @@ type Scenario struct {
 	Enforce         bool
 	FarSlot         int
 
+	// Backend is, per slot, the backend its candidates reach the store
+	// through: the sim's access itself (""), or the real gcs ("gcs",
+	// "gcs-json": JSON reads) or s3 Decider over an in-process HTTP
+	// transport (see cloud.go). Nil: all on the sim's access.
+	Backend []string
+
 	Events []FaultEvent
 }
 
@@ -257,7 +267,8 @@ func (sc *Scenario) HandoverBound() time.Duration {
 		// finished up, which they do within Term/32 of the stop.
 		b += sc.Term / 32
 	}
-	if !sc.Notifier {
+	if !sc.Notifier || slices.ContainsFunc(sc.Backend, func(b string) bool { return b != backendSim }) {
+		// (The cloud backends cannot push: their candidates poll.)
 		b += sc.pollInterval()
 	}
 	return b
@@ -412,6 +423,7 @@ func NewScenario(seed uint64, o Options) *Scenario {
 		sc.Events = append(sc.Events, ev)
 	}
 	sc.drawMore(seed, harsh, spread, o)
+	sc.drawBackends(seed, o)
 	return sc
 }
 
@@ -467,6 +479,31 @@ func (sc *Scenario) drawMore(seed uint64, harsh, spread float64, o Options) {
 	}
 }
 
+// drawBackends draws which slots reach the store through the real cloud
+// backends: about one run in three (never a file run: GCS generations
+// must be numbers), each slot one of the four (the controls that break
+// the backends have one on every slot).
+func (sc *Scenario) drawBackends(seed uint64, o Options) {
+	r := rand.New(rand.NewPCG(seed, 0x5ce7a212))
+	if sc.FileBackend || (r.IntN(3) != 0 && !o.BackendRaceLost) {
+		return
+	}
+	for range sc.N {
+		kinds := []string{backendSim, backendGCSXML, backendGCSJSON, backendS3}
+		if o.BackendRaceLost {
+			kinds = kinds[1:]
+		}
+		sc.Backend = append(sc.Backend, pick(r, kinds...))
+	}
+}
+
+func (sc *Scenario) backend(slot int) string {
+	if sc.Backend == nil {
+		return backendSim
+	}
+	return sc.Backend[slot]
+}
+
 // String describes the scenario for a failure report.
 func (sc *Scenario) String() string {
 	var b strings.Builder
@@ -488,6 +525,9 @@ func (sc *Scenario) String() string {
 	}
 	fmt.Fprintf(&b, "  %d watchers (poll %v, clean %v), guards on slots %v\n", sc.Watchers, sc.WatchPoll, sc.CleanWatcher, sc.Guard)
 	b.WriteString(sc.clockString())
+	if sc.Backend != nil {
+		fmt.Fprintf(&b, "  backends per slot: %q\n", sc.Backend)
+	}
 	if sc.Resolvers > 0 {
 		fmt.Fprintf(&b, "  %d legrpc resolvers (poll %v, built at %v, clean %v)\n", sc.Resolvers, sc.WatchPoll, sc.ResolverStart, sc.CleanResolver)
 	}

@@ -51,6 +51,7 @@ type sim struct {
 	tenures      []*tenure          //
 	watchers     []*proc            //
 	resolvers    []*proc            //
+	cloudCalls   []cloudCall        // calls to cloud backends, checked at the end
 	deleted      map[tenureKey]bool // tenures whose record was deleted
 	maxTerm      int64              // highest term that reached OnElected
 	lastTenure   *tenure            //
@@ -791,6 +792,14 @@ func (s *sim) startProc(slot int) *proc {
 	if sc.Notifier {
 		d = pushAccess{&access{st: s.st, p: p}}
 	}
+	if kind := sc.backend(slot); kind != backendSim {
+		cd, err := s.newCloudDecider(p, kind)
+		if err != nil {
+			s.violate("backend", "%s: setting up its %s client: %v", p, kind, err)
+		} else {
+			d = cd
+		}
+	}
 	cfg := p.config(d)
 	// The engine's own random choices come from the seed too, so that a
 	// rerun takes the same course.
@@ -1094,6 +1103,7 @@ func (s *sim) shutdown() {
 	}
 	// Writes still queued in the network land, or are refused, by then.
 	time.Sleep(maxLateWrite*sc.Term + sc.Term)
+	s.checkCloudCalls()
 	// Every tenure of a process that ran to its end had exactly one
 	// OnOusting, after OnElected returned.
 	s.mu.Lock()

@@ -18,7 +18,7 @@ var (
 	flagRepeat  = flag.Int("repeat", 1, "TestSweep with -seed: run the seed this many times and report how often it reproduces")
 	flagPar     = flag.Int("par", 0, "TestSweep: seeds run in parallel (0: GOMAXPROCS)")
 	flagReports = flag.Int("reports", 3, "TestSweep: failing seeds reported in full")
-	flagControl = flag.String("control", "", "TestSweep: run with a negative control's breakage (see controls): offsets, zeroskew, stalestore, unfenced, latetimers, nosleep, ousting, changed, resetfence, nodrain, watchdrop, replay, rlag, rreplay, rfreeze, commitoff, enforceoff")
+	flagControl = flag.String("control", "", "TestSweep: run with a negative control's breakage (see controls): offsets, zeroskew, stalestore, unfenced, latetimers, nosleep, ousting, changed, resetfence, nodrain, watchdrop, replay, rlag, rreplay, rfreeze, commitoff, enforceoff, badbackend")
 )
 
 // controls are the negative controls' breakages, by name.
@@ -40,6 +40,7 @@ var controls = map[string]Options{
 	"rfreeze":    {ResolverFreeze: true},
 	"commitoff":  {CommitOffset: time.Second},
 	"enforceoff": {EnforceIgnored: true},
+	"badbackend": {BackendRaceLost: true},
 }
 
 // sweepOptions returns the options the flags ask for.
@@ -269,6 +270,9 @@ func TestNegativeControls(t *testing.T) {
 	})
 	t.Run("EnforceMaxClockSkew ignored", func(t *testing.T) {
 		negativeControl(t, "enforceoff", "clock-skew-enforced", controlSeeds)
+	})
+	t.Run("cloud backend taking unknown outcomes for lost races", func(t *testing.T) {
+		negativeControl(t, "badbackend", "backend-misclassified", controlSeeds)
 	})
 }
 

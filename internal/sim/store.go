@@ -60,6 +60,9 @@ type store struct {
 	// spans is every stretch of time during which one tenure's record (or
 	// none) was stored: what watchers must report.
 	spans []span
+	// creating counts the writes of a record where none exists (token
+	// zero) still on their way: see remove.
+	creating int
 	// commits is when each version was committed (virtual time), the
 	// store's clock reading it reports (see sim.reportedCommit).
 	commits map[string]time.Time
@@ -134,6 +137,13 @@ func (st *store) remove() (*entry.RaceEntry, *proc, bool) {
 	s := st.s
 	rec, err := st.read()
 	if err != nil || rec.ElectionNumber == entry.NoElections || time.Since(st.createdAt) < 2*s.sc.Skew+s.sc.Term/4 {
+		return nil, nil, false
+	}
+	if st.creating > 0 {
+		// A create sent before this record existed (numbered from its
+		// writer's clock then) could land after the deletion, below the
+		// deleted record's term: outside the condition above, which the
+		// engine's numbering needs.
 		return nil, nil, false
 	}
 	if st.files != nil {
@@ -324,6 +334,8 @@ type access struct {
 	// p.ops; own marks a resolver's own reads (see resolverDecider).
 	ops *stream
 	own bool
+	// cloud: a cloud backend's transport calls it (see cloud.go).
+	cloud bool
 }
 
 func (a *access) stream() *stream {
@@ -562,11 +574,30 @@ func (a *access) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.Lead
 	res := make(chan result, 1)
 	var mu sync.Mutex
 	gaveUp := false
+	call := callOf(ctx)
+	create := e.Token.IsZero()
 	a.st.inflight.Add(1)
+	if create {
+		a.st.mu.Lock()
+		a.st.creating++
+		a.st.mu.Unlock()
+	}
 	go func() {
 		defer a.st.inflight.Done()
+		if create {
+			defer func() {
+				a.st.mu.Lock()
+				a.st.creating--
+				a.st.mu.Unlock()
+			}()
+		}
 		time.Sleep(send)
 		tok, err := a.st.apply(p, e, acceptStale)
+		if err == nil && call != nil {
+			call.mu.Lock()
+			call.applied = true
+			call.mu.Unlock()
+		}
 		mu.Lock()
 		if gaveUp && err == nil {
 			s.count("late-write")
@@ -602,8 +633,14 @@ func (a *access) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.Lead
 		// A backend's own retry of an applied write meets its own
 		// record, and reports a conflict.
 		s.count("applied-but-lost")
-		s.event(p.id, "its write (election %d) was applied but is reported as a lost race", e.ElectionNumber)
-		r = result{err: fmt.Errorf("sim: write: 412 precondition failed (on a retry): %w", entry.ErrRaceLost)}
+		if a.cloud {
+			// The backend's own retry will meet its own write.
+			s.event(p.id, "its write (election %d) was applied but is answered with a server error", e.ElectionNumber)
+			r = result{err: errAppliedLost}
+		} else {
+			s.event(p.id, "its write (election %d) was applied but is reported as a lost race", e.ElectionNumber)
+			r = result{err: fmt.Errorf("sim: write: 412 precondition failed (on a retry): %w", entry.ErrRaceLost)}
+		}
 	}
 	if !a.respond() {
 		return zero, errDead
