@@ -195,7 +195,15 @@ func (tn *tenure) steppedDownForSkew() bool {
 	return tn.p.farSeen && !tn.p.farAt.Before(tn.start)
 }
 
-// farString describes the scenario's checked clocks, for its header.
+// farSince reports whether p's offset bound last showed it too far from
+// the store's clock after t.
+func (p *proc) farSince(t time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.farSeen && p.farAt.After(t)
+}
+
+// clockString describes the scenario's checked clocks, for its header.
 func (sc *Scenario) clockString() string {
 	if sc.CommitPrecision == 0 && !sc.Observed {
 		return ""

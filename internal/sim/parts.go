@@ -243,10 +243,33 @@ func (s *sim) recordReport(p *proc, c leaderelection.Change) {
 		if last == nil || last.Entry.Term != e.Term || last.Entry.ElectionNumber != e.ElectionNumber {
 			s.violate("watch-order", "%s reports %s of election %d, not the last record it reported", p, c.Kind, e.ElectionNumber)
 		}
-		if staleAbsent {
+		if staleAbsent && !s.deletedSince(p) {
 			s.violate("watch-false-deletion", "%s reports a deletion on a stale read of no record (the record exists)", p)
 		}
 	}
+}
+
+// deletedSince reports whether the store really deleted a record since
+// watcher p last reported one: its confirming reads may then end on a
+// stale one, and the deletion it reports is still news.
+func (s *sim) deletedSince(p *proc) bool {
+	p.mu.Lock()
+	var from time.Duration
+	for i := len(p.reports) - 2; i >= 0; i-- { // the last is the deletion
+		if p.reports[i].c.Kind != leaderelection.RecordDeleted {
+			from = p.reports[i].at
+			break
+		}
+	}
+	p.mu.Unlock()
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	for _, sp := range s.st.spans {
+		if sp.deleted && sp.from >= from {
+			return true
+		}
+	}
+	return false
 }
 
 // newerRecord reports whether a was written after b, as Watch orders
@@ -294,12 +317,18 @@ func (s *sim) checkWatchCoverage(until time.Duration) {
 			if to == 0 {
 				to = until
 			}
-			if to > until || to-sp.from <= bound || (sp.term < 0 && !sp.deleted) {
+			b := bound
+			if sp.deleted {
+				// Watch confirms an absence with two more reads, backed
+				// off up to PollInterval/16 and /8.
+				b += sc.WatchPoll*3/16 + 4*quietLatency
+			}
+			if to > until || to-sp.from <= b || (sp.term < 0 && !sp.deleted) {
 				continue
 			}
 			found := false
 			for _, r := range reps {
-				if sp.deleted && r.c.Kind == leaderelection.RecordDeleted && r.at >= sp.from && r.at <= to+bound ||
+				if sp.deleted && r.c.Kind == leaderelection.RecordDeleted && r.at >= sp.from && r.at <= to+b ||
 					!sp.deleted && r.c.Kind != leaderelection.RecordDeleted && r.c.Entry.Term == sp.term {
 					found = true
 					break

@@ -702,16 +702,16 @@ func (s *sim) run() {
 	s.mu.Unlock()
 }
 
-// skewGapLocked reports whether a candidate won a term after the faults
-// ended and stepped down at once, its clock too far from the store's (it
-// campaigns again once its old evidence has aged out, and measures again
+// skewGapLocked reports whether a leader stepped down after the faults
+// ended, its clock too far from the store's (it learns so from a write,
+// and campaigns again once its old evidence has aged out, measuring again
 // with its acquisition): the term is then left to expire when it runs
 // with DisableRelease, and the quiet phase's liveness bounds do not
 // allow for that. It records that they were not checked.
 func (s *sim) skewGapLocked() bool {
 	end := s.start.Add(s.sc.FaultEnd)
 	for _, tn := range s.tenures {
-		if tn.start.After(end) && tn.steppedDownForSkew() {
+		if tn.steppedDownForSkew() && tn.p.farSince(end) {
 			s.history = append(s.history, Event{At: s.now(), Who: "check", What: fmt.Sprintf("no leader: %s stepped down for clock skew (term %d); liveness not checked", tn.p, tn.term)})
 			return true
 		}
