@@ -83,8 +83,8 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	var profiles, sizings string
 	fs.StringVar(&profiles, "profile", "", `run cloud latency profiles instead of the loopback scenarios: comma-separated gcs, s3, s3express, azblob, dynamodb, or "all" (azblob and dynamodb need Azurite and DynamoDB Local started)`)
 	fs.StringVar(&sizings, "sizing", "all", "with -profile: comma-separated sizing rows: default (15 s term, 1 s skew), quick (4 s, 500 ms), cheap (60 s, 2 s), or all")
-	fs.Float64Var(&s.scale, "scale", 0, "with -profile: scale every duration and latency by this factor (0: 0.1, and 0.05 for the cheap row)")
-	fs.IntVar(&s.jobs, "jobs", 3, "with -profile: profile and sizing combinations run at once")
+	fs.Float64Var(&s.scale, "scale", 0, "with -profile: scale every duration and latency by this factor (0: each profile's own for each row, see bench/README.md)")
+	fs.IntVar(&s.jobs, "jobs", 4, "with -profile: profile and sizing combinations run at once")
 	fs.IntVar(&s.soakTerms, "soak-terms", 0, "with -profile: about how many terms lone leaders hold to count leadership lost without a crash (0: 1000, or 20 with -quick)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
