@@ -197,8 +197,8 @@
 // once its evidence has aged out, and may win and step down at once: the
 // quiet phase's liveness bounds are then not checked.
 //
-// Known issues (knownIssues) are engine defects found by the sweep and not
-// yet fixed: their instances are recorded as KNOWN ISSUE events, not
+// Known issues (knownIssues) are defects (of the engine, or of legrpc)
+// found by the sweep and not yet fixed: their instances are recorded as KNOWN ISSUE events, not
 // violations, and the quick sweep fails once one no longer reproduces.
 //
 // Shutdown: every Acquire must return context.Canceled within 2 x TermLength

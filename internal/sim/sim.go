@@ -410,8 +410,8 @@ func (s *sim) checkContextLocked(at time.Duration, tn *tenure) {
 	s.violateLocked(at, "elected-context-late", msg)
 }
 
-// knownIssues are engine defects the sweep has found and that are not
-// fixed yet: instances are recorded, not counted as violations, and the
+// knownIssues are defects (of the engine, or of a package the sim
+// drives, such as legrpc) the sweep has found and that are not fixed yet: instances are recorded, not counted as violations, and the
 // quick sweep fails once one no longer reproduces (so that its check is
 // made strict again).
 var knownIssues = map[string]knownIssue{
