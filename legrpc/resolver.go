@@ -144,8 +144,16 @@ type electionResolver struct {
 	// lastWatched is the record of the watcher's last report.
 	lastWatched *entry.RaceEntry
 	// expired: rec's term ran out, as the watcher reported or as our clock
-	// said when rec arrived.
+	// said (when rec arrived, or at its expiry: see ender).
 	expired bool
+	// deleted: the watcher reported the record deleted, and nothing newer
+	// has come since.
+	deleted bool
+	// ender marks rec expired at its expiry, whether or not the watcher has
+	// seen rec (it may have come from a read of our own).
+	ender clocks.StopTimer
+	// closed: Close was called; gRPC must hear nothing more.
+	closed bool
 	// pushed describes the state last handed to gRPC ("" for none yet;
 	// starting with noLeader for an error), so that an extension, which
 	// changes nothing a client uses, is not handed over again.
@@ -176,6 +184,12 @@ func (r *electionResolver) ResolveNow(resolver.ResolveNowOptions) {
 func (r *electionResolver) Close() {
 	r.cancel()
 	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	if r.ender != nil {
+		r.ender.Stop()
+	}
 }
 
 // refresh reads the record at start (the watcher reports nothing until
@@ -219,6 +233,15 @@ func (r *electionResolver) refresh(ctx context.Context) {
 func (r *electionResolver) watched(c leaderelection.Change) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if c.Kind == leaderelection.RecordDeleted {
+		// Nobody leads until a new record is written; the next one, from
+		// the watcher or a read of our own, replaces the absence.
+		r.lastWatched = nil
+		r.takeLocked(&entry.RaceEntry{ElectionNumber: entry.NoElections}, false)
+		r.deleted = true
+		r.updateLocked()
+		return
+	}
 	restarted := r.lastWatched != nil && c.Entry.ElectionNumber < r.lastWatched.ElectionNumber
 	r.lastWatched = c.Entry.Clone()
 	if restarted {
@@ -241,17 +264,42 @@ func (r *electionResolver) offer(rec *entry.RaceEntry) {
 func (r *electionResolver) offerLocked(rec *entry.RaceEntry, expired bool) {
 	switch {
 	case r.rec == nil || rec.ElectionNumber > r.rec.ElectionNumber:
-		r.rec = rec.Clone()
-		// A record read after its expiry (a leader that crashed before
-		// this client started, say) names nobody to call.
-		r.expired = expired || (rec.ElectionNumber != entry.NoElections && !rec.Released &&
-			!r.clock.Now().Before(rec.TermExpiry))
+		r.takeLocked(rec, expired)
 	case rec.ElectionNumber == r.rec.ElectionNumber && expired && !r.expired:
 		r.expired = true
 	default:
 		return
 	}
 	r.updateLocked()
+}
+
+// takeLocked makes rec the record the resolver stands for. A record read
+// after its expiry (a leader that crashed before this client started, say)
+// names nobody to call; a live one is ended at its expiry by a timer of our
+// own, as the watcher may never report it (it came from our own read, and
+// the watcher's next read may find a newer one).
+func (r *electionResolver) takeLocked(rec *entry.RaceEntry, expired bool) {
+	r.rec = rec.Clone()
+	r.deleted = false
+	if r.ender != nil {
+		r.ender.Stop()
+		r.ender = nil
+	}
+	live := rec.ElectionNumber != entry.NoElections && !rec.Released
+	r.expired = expired || (live && !r.clock.Now().Before(rec.TermExpiry))
+	if !live || r.expired {
+		return
+	}
+	held := r.rec
+	r.ender = r.clock.AfterFunc(r.clock.Until(rec.TermExpiry), func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.closed || r.rec != held || r.expired {
+			return
+		}
+		r.expired = true
+		r.updateLocked()
+	})
 }
 
 // readFailed reports a failed read to gRPC while the client has nothing
@@ -273,6 +321,8 @@ func (r *electionResolver) updateLocked() {
 	rec := r.rec
 	var why string
 	switch {
+	case rec.ElectionNumber == entry.NoElections && r.deleted:
+		why = "the election record was deleted"
 	case rec.ElectionNumber == entry.NoElections:
 		why = "nobody has been elected yet"
 	case rec.Released:

@@ -358,3 +358,61 @@ func TestCloseStopsEveryGoroutine(t *testing.T) {
 		})
 	}
 }
+
+// A deleted record leaves nobody to route to, and the next record written
+// is followed. (Found by the simulation, seed 31: the resolver kept routing
+// to the deleted record's leader.)
+func TestResolverFollowsDeletion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		put(t, mem, "a", true, time.Now().Add(time.Hour), nil)
+		rec, r := build(t, leaderelection.WatchConfig{Decider: mem, MaxClockSkew: time.Second})
+		defer r.Close()
+		synctest.Wait()
+		if got := rec.addrs(); len(got) != 1 || got[0] != "a:443" {
+			t.Fatalf("resolved %q, want a:443", got)
+		}
+		mem.Delete()
+		time.Sleep(time.Second) // Watch confirms an absence within half a PollInterval
+		synctest.Wait()
+		if s, _, err := rec.last(); len(s.Addresses) != 0 || !errors.Is(err, legrpc.ErrNoLeader) || !strings.Contains(err.Error(), "deleted") {
+			t.Fatalf("after the deletion: %+v, error %v; want no address and ErrNoLeader naming the deletion", s, err)
+		}
+		now := time.Now().UnixMicro()
+		raw, err := entry.Marshal(&entry.RaceEntry{ElectionNumber: now, Term: now, LeaderID: "b", HostPort: []string{"b:443"},
+			TermExpiry: time.Now().Add(time.Hour), WriteID: "w-new"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem.SetRaw(raw)
+		synctest.Wait()
+		if got := rec.addrs(); len(got) != 1 || got[0] != "b:443" {
+			t.Fatalf("after the record was written again: resolved %q, want b:443", got)
+		}
+	})
+}
+
+// A leader learnt from the resolver's own read (ResolveNow on a polled
+// store), before its watcher has seen it, is dropped at its expiry, not at
+// the watcher's next poll. (Found by the simulation, seed 343.)
+func TestResolverEndsOwnReadAtExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const poll = time.Minute
+		p := &polling{d: memory.NewDecider()}
+		put(t, p, "a", true, time.Now().Add(time.Hour), nil)
+		rec, r := build(t, leaderelection.WatchConfig{Decider: p, MaxClockSkew: time.Second, PollInterval: poll})
+		defer r.Close()
+		synctest.Wait()
+		put(t, p, "b", true, time.Now().Add(20*time.Second), nil)
+		r.ResolveNow(resolver.ResolveNowOptions{})
+		time.Sleep(poll/4 + time.Second) // the resolver's own read is spaced poll/4 after the last
+		if got := rec.addrs(); len(got) != 1 || got[0] != "b:443" {
+			t.Fatalf("after ResolveNow: resolved %q, want b:443", got)
+		}
+		time.Sleep(5 * time.Second) // b's term has ended; the watcher reads at 1 min
+		synctest.Wait()
+		if s, _, err := rec.last(); len(s.Addresses) != 0 || !errors.Is(err, legrpc.ErrNoLeader) {
+			t.Fatalf("after b's expiry: %+v, error %v; want no address", s, err)
+		}
+	})
+}

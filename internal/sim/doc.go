@@ -197,10 +197,6 @@
 // once its evidence has aged out, and may win and step down at once: the
 // quiet phase's liveness bounds are then not checked.
 //
-// Known issues (knownIssues) are defects (of the engine, or of legrpc)
-// found by the sweep and not yet fixed: their instances are recorded as KNOWN ISSUE events, not
-// violations, and the quick sweep fails once one no longer reproduces.
-//
 // Shutdown: every Acquire must return context.Canceled within 2 x TermLength
 // + MaxClockSkew of its context's end; synctest fails a run whose goroutines
 // outlive it, and Run records that as a goroutine-leak violation.

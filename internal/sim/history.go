@@ -54,10 +54,6 @@ type Stats struct {
 	ExcessSeed      uint64
 	MaxHandover     time.Duration // from a graceful stop in the quiet phase to the next election
 	MaxHandoverPush time.Duration // the same, when the store pushes changes
-	// Known counts instances of known engine issues (see knownIssues).
-	Known map[string]int
-	// KnownSeeds is the lowest seed that showed each known issue.
-	KnownSeeds map[string]uint64
 	// DeletionOverlaps counts checks that found two valid TimeViews that
 	// deletion allows (a candidate that never saw the deleted record).
 	DeletionOverlaps  int
@@ -113,20 +109,6 @@ func (st *Stats) Add(o Stats) {
 	st.Refusals += o.Refusals
 	st.MaxRefusalEnd = max(st.MaxRefusalEnd, o.MaxRefusalEnd)
 	st.MaxOpsShare = max(st.MaxOpsShare, o.MaxOpsShare)
-	for k, v := range o.KnownSeeds {
-		if st.KnownSeeds == nil {
-			st.KnownSeeds = map[string]uint64{}
-		}
-		if old, ok := st.KnownSeeds[k]; !ok || v < old {
-			st.KnownSeeds[k] = v
-		}
-	}
-	for k, v := range o.Known {
-		if st.Known == nil {
-			st.Known = map[string]int{}
-		}
-		st.Known[k] += v
-	}
 	for k, v := range o.Violations {
 		if st.Violations == nil {
 			st.Violations = map[string]int{}
@@ -155,7 +137,6 @@ func (st *Stats) String() string {
 	fmt.Fprintf(&b, "refusals:             %d Acquire calls ended by one, at worst %v after it\n", st.Refusals, st.MaxRefusalEnd)
 	fmt.Fprintf(&b, "busiest term:         %.0f%% of a participant's store-call budget\n", 100*st.MaxOpsShare)
 	fmt.Fprintf(&b, "deletion overlaps:    %d checks (a candidate that never saw a deleted record)\n", st.DeletionOverlaps)
-	fmt.Fprintf(&b, "known issues:         %v (first seeds %v)\n", st.Known, st.KnownSeeds)
 	fmt.Fprintf(&b, "worst handover:       %v after a graceful stop (%v with push notifications)\n", st.MaxHandover, st.MaxHandoverPush)
 	total := 0
 	for _, v := range st.Faults {

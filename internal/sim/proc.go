@@ -95,8 +95,7 @@ type proc struct {
 	// A resolver's: the newest record of each address it was served; the
 	// address it routes to ("" for none), the last two different ones it
 	// routed to, and the highest term it routed to.
-	newest   map[string]*seenRec
-	absentAt time.Time // when it was last served no record
+	newest map[string]*seenRec
 	// Its watcher's confirmation of an absence (see holdConfirm).
 	watchSawRecord     bool
 	confirming         int
@@ -211,12 +210,6 @@ func (p *proc) silent() bool {
 // saw records a record delivered to it, and its clock when the store
 // served it.
 func (p *proc) saw(rec *entry.RaceEntry, clock time.Time) {
-	p.sawBy(rec, clock, true)
-}
-
-// sawBy is saw, for a resolver telling whether its watcher was served the
-// record (or a read of its own, for ResolveNow).
-func (p *proc) sawBy(rec *entry.RaceEntry, clock time.Time, watched bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sawMax = max(p.sawMax, rec.ElectionNumber)
@@ -227,16 +220,10 @@ func (p *proc) sawBy(rec *entry.RaceEntry, clock time.Time, watched bool) {
 	if _, ok := p.readClock[k]; !ok {
 		p.readClock[k] = clock
 	}
-	if p.isResolver && rec.ElectionNumber == entry.NoElections {
-		p.absentAt = time.Now()
-	}
 	if p.isResolver && rec.ElectionNumber != entry.NoElections && len(rec.HostPort) > 0 {
 		addr := rec.HostPort[0]
-		switch old := p.newest[addr]; {
-		case old == nil || newerRecord(rec, old.rec):
-			p.newest[addr] = &seenRec{rec: rec.Clone(), readClock: p.readClock[k], at: time.Now(), watched: watched}
-		case recKey(old.rec) == k && watched:
-			old.watched = true
+		if old := p.newest[addr]; old == nil || newerRecord(rec, old.rec) {
+			p.newest[addr] = &seenRec{rec: rec.Clone(), readClock: p.readClock[k], at: time.Now()}
 		}
 	}
 }

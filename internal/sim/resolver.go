@@ -29,9 +29,6 @@ type seenRec struct {
 	readClock time.Time // the resolver's clock when the store served it
 	at        time.Time // virtual instant it was delivered
 	reported  bool      // a violation was reported about it
-	// watched: the resolver's watcher was served it (not only a read of
-	// the resolver's own, for ResolveNow).
-	watched bool
 }
 
 // recorder is the resolver.ClientConn gRPC would give the resolver,
@@ -237,7 +234,7 @@ func (s *sim) checkResolversLocked(at time.Duration) {
 		hnow := p.host.Now()
 		p.mu.Lock()
 		sr := p.newest[p.routed]
-		var msg, known string
+		var msg string
 		if p.routed != "" && sr != nil && !sr.reported {
 			switch {
 			case sr.rec.Released && now.Sub(sr.at) > resolverSlack:
@@ -245,22 +242,12 @@ func (s *sim) checkResolversLocked(at time.Duration) {
 			case !sr.rec.Released && hnow.After(sr.rec.TermExpiry.Add(resolverSlack)):
 				msg = fmt.Sprintf("%s still routes to %s from %s, though its clock reads %s", p, p.routed, s.fmtRecord(sr.rec), s.fmtLocal(hnow))
 			}
-			switch {
-			case msg == "":
-			case p.absentAt.After(sr.at):
-				known = "resolver-after-deletion"
-			case !sr.watched:
-				known = "resolver-own-read-expiry"
-			}
 			if msg != "" {
 				sr.reported = true
 			}
 		}
 		p.mu.Unlock()
-		switch {
-		case known != "":
-			s.knownLocked(at, known, msg)
-		case msg != "":
+		if msg != "" {
 			s.violateLocked(at, "resolver-ended-term", msg)
 		}
 	}

@@ -125,7 +125,7 @@ func Run(t *testing.T, seed uint64, o Options) *Result {
 		partHang:  make([]bool, sc.N+sc.Watchers+sc.Resolvers),
 		deleted:   map[tenureKey]bool{},
 		maxTerm:   -1,
-		stats:     Stats{Runs: 1, Faults: map[string]int{}, Violations: map[string]int{}, Known: map[string]int{}},
+		stats:     Stats{Runs: 1, Faults: map[string]int{}, Violations: map[string]int{}},
 	}
 	s.sample = o.SampleEvery
 	if s.sample == 0 {
@@ -172,12 +172,6 @@ func Run(t *testing.T, seed uint64, o Options) *Result {
 		})
 	}()
 	s.mu.Lock()
-	for kind := range s.stats.Known {
-		if s.stats.KnownSeeds == nil {
-			s.stats.KnownSeeds = map[string]uint64{}
-		}
-		s.stats.KnownSeeds[kind] = seed
-	}
 	res := &Result{Scenario: sc, Violations: s.violations, Stats: s.stats, History: s.history, Digest: digest(s.history)}
 	s.mu.Unlock()
 	return res
@@ -408,28 +402,6 @@ func (s *sim) checkContextLocked(at time.Duration, tn *tenure) {
 		msg += " (its wall clock stepped forward during the tenure; TermLength/16 allowed)"
 	}
 	s.violateLocked(at, "elected-context-late", msg)
-}
-
-// knownIssues are defects (of the engine, or of a package the sim
-// drives, such as legrpc) the sweep has found and that are not fixed yet: instances are recorded, not counted as violations, and the
-// quick sweep fails once one no longer reproduces (so that its check is
-// made strict again).
-var knownIssues = map[string]knownIssue{
-	"resolver-after-deletion":  {31, "legrpc's resolver ignores the watcher's RecordDeleted: it keeps routing to the deleted record's leader past its expiry, until a new record is read"},
-	"resolver-own-read-expiry": {343, "legrpc's resolver routes to a record from its own read (ResolveNow, Build) that its watcher has not seen, and nothing ends it at its expiry: up to a poll interval past it"},
-}
-
-// knownIssue is a known engine issue: a seed that shows it, and what it is.
-type knownIssue struct {
-	seed uint64
-	what string
-}
-
-// knownLocked records an instance of a known engine issue: in the history
-// and the figures, not as a violation (see knownIssues).
-func (s *sim) knownLocked(at time.Duration, kind, msg string) {
-	s.history = append(s.history, Event{At: at, Who: "check", What: "KNOWN ISSUE " + kind + ": " + msg})
-	s.stats.Known[kind]++
 }
 
 func (s *sim) describeLocked(valid []*tenure) string {

@@ -276,24 +276,6 @@ func TestNegativeControls(t *testing.T) {
 	})
 }
 
-// TestKnownIssues runs the seed recorded for each known engine issue: it
-// must still show the issue, so that a fix is noticed and the check made a
-// violation again.
-func TestKnownIssues(t *testing.T) {
-	for kind, k := range knownIssues {
-		res := Run(t, k.seed, Options{})
-		if res.Stats.Known[kind] == 0 {
-			t.Errorf("known issue %q no longer shows in seed %d (%s): if it is fixed, make its check a violation again and drop it from knownIssues", kind, k.seed, k.what)
-		}
-		for _, e := range res.History {
-			if strings.HasPrefix(e.What, "KNOWN ISSUE "+kind) {
-				t.Logf("seed %d: %s", k.seed, e)
-				break
-			}
-		}
-	}
-}
-
 // replaySeeds is how many ordinary seeds TestReplay runs twice.
 const replaySeeds = 25
 

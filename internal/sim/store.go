@@ -522,7 +522,7 @@ func (a *access) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	if !a.respond() {
 		return nil, errDead
 	}
-	p.sawBy(rec, readClock, !a.own)
+	p.saw(rec, readClock)
 	rec.Token.CommitTime = a.st.commitTime(rec.Token.Version)
 	if p.isResolver && !a.own {
 		a.confirmState(rec)
