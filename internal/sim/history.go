@@ -56,7 +56,10 @@ type Stats struct {
 	MaxHandoverPush time.Duration // the same, when the store pushes changes
 	// DeletionOverlaps counts checks that found two valid TimeViews that
 	// deletion allows (a candidate that never saw the deleted record).
-	DeletionOverlaps  int
+	DeletionOverlaps int
+	// FalseDeletions counts deletions a watcher reported after as many
+	// stale reads of no record in a row as Watch takes to confirm one.
+	FalseDeletions    int
 	WatchCovered      int // tenures and deletions a clean watcher was required to report, and did
 	ResolverConverged int // quiet-phase checks that found a resolver routing to the leader
 	// OffsetSamples counts the clock offset bounds checked; SkewDetected
@@ -99,6 +102,7 @@ func (st *Stats) Add(o Stats) {
 		st.Faults[k] += v
 	}
 	st.DeletionOverlaps += o.DeletionOverlaps
+	st.FalseDeletions += o.FalseDeletions
 	st.WatchCovered += o.WatchCovered
 	st.ResolverConverged += o.ResolverConverged
 	st.OffsetSamples += o.OffsetSamples
@@ -137,6 +141,7 @@ func (st *Stats) String() string {
 	fmt.Fprintf(&b, "refusals:             %d Acquire calls ended by one, at worst %v after it\n", st.Refusals, st.MaxRefusalEnd)
 	fmt.Fprintf(&b, "busiest term:         %.0f%% of a participant's store-call budget\n", 100*st.MaxOpsShare)
 	fmt.Fprintf(&b, "deletion overlaps:    %d checks (a candidate that never saw a deleted record)\n", st.DeletionOverlaps)
+	fmt.Fprintf(&b, "false deletions:      %d (all of Watch's confirming reads stale)\n", st.FalseDeletions)
 	fmt.Fprintf(&b, "worst handover:       %v after a graceful stop (%v with push notifications)\n", st.MaxHandover, st.MaxHandoverPush)
 	total := 0
 	for _, v := range st.Faults {

@@ -221,7 +221,7 @@ func (s *sim) recordReport(p *proc, c leaderelection.Change) {
 	}
 	readAt, seen := p.readClock[recKey(&c.Entry)]
 	p.reports = append(p.reports, report{at: s.now(), c: c})
-	staleAbsent := p.staleAbsent
+	staleAbsent, staleRun := p.staleAbsent, p.staleAbsentRun
 	p.mu.Unlock()
 	e := &c.Entry
 	switch c.Kind {
@@ -243,8 +243,17 @@ func (s *sim) recordReport(p *proc, c leaderelection.Change) {
 		if last == nil || last.Entry.Term != e.Term || last.Entry.ElectionNumber != e.ElectionNumber {
 			s.violate("watch-order", "%s reports %s of election %d, not the last record it reported", p, c.Kind, e.ElectionNumber)
 		}
-		if staleAbsent && !s.deletedSince(p) {
-			s.violate("watch-false-deletion", "%s reports a deletion on a stale read of no record (the record exists)", p)
+		switch {
+		case !staleAbsent || s.deletedSince(p):
+		case staleRun >= watchAbsenceReads:
+			// Watch's documented limit: as many stale reads in a row as
+			// it takes to confirm an absence.
+			s.event("check", "%s reports a deletion after %d stale reads of no record in a row (the documented limit)", p, staleRun)
+			s.mu.Lock()
+			s.stats.FalseDeletions++
+			s.mu.Unlock()
+		default:
+			s.violate("watch-false-deletion", "%s reports a deletion on a stale read of no record (the record exists), %d stale reads in a row", p, staleRun)
 		}
 	}
 }
@@ -347,3 +356,7 @@ func (s *sim) checkWatchCoverage(until time.Duration) {
 		}
 	}
 }
+
+// watchAbsenceReads is how many reads in a row Watch takes to confirm that
+// the record is gone (leaderelection's absenceReads).
+const watchAbsenceReads = 3

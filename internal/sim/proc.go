@@ -83,6 +83,9 @@ type proc struct {
 	// staleAbsent: its last read was served stale, from before the
 	// record existed.
 	staleAbsent bool
+	// staleAbsentRun counts the reads in a row delivered to it that were
+	// served stale, from before the record existed.
+	staleAbsentRun int
 	// Its checked clock: when each offset sample was reported (its
 	// clock), the last bound, whether (and since when) a bound showed it
 	// too far from the store's; the election numbers it has sent.

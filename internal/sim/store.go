@@ -523,6 +523,13 @@ func (a *access) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 		return nil, errDead
 	}
 	p.saw(rec, readClock)
+	p.mu.Lock()
+	if staleAbsent {
+		p.staleAbsentRun++
+	} else {
+		p.staleAbsentRun = 0
+	}
+	p.mu.Unlock()
 	rec.Token.CommitTime = a.st.commitTime(rec.Token.Version)
 	if p.isResolver && !a.own {
 		a.confirmState(rec)
@@ -690,6 +697,9 @@ func (a pushAccess) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*
 		return nil, errDead
 	}
 	p.saw(rec, readClock)
+	p.mu.Lock()
+	p.staleAbsentRun = 0 // a push is never stale
+	p.mu.Unlock()
 	rec.Token.CommitTime = a.st.commitTime(rec.Token.Version)
 	s.event(p.id, "pushed %s", s.fmtRecord(rec))
 	return rec, nil
