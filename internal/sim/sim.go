@@ -89,7 +89,7 @@ type tenure struct {
 	last         time.Time // the TimeView's value at the last check
 	ctx          context.Context
 	ousted       int   // OnOusting calls for it
-	sawAtElect   int64 // the highest election number its holder had seen when elected
+	saw          map[int64]bool // the other tenures (by term) whose records its holder had seen when elected
 	stepAtStart  int64 // its host's wall-clock step when it began
 	lateReported bool
 }
@@ -355,8 +355,8 @@ func (s *sim) checkAll() {
 
 // excusedLocked reports whether every overlap among valid is one that
 // deletion allows: the older tenure's record was deleted, and the newer
-// leader never saw a record of it or of a later tenure (a candidate that
-// did waits a whole term after noticing the deletion).
+// leader never saw a record of it (a candidate that did waits a whole term
+// after noticing the deletion).
 func (s *sim) excusedLocked(valid []*tenure) bool {
 	for i, a := range valid {
 		for _, b := range valid[i+1:] {
@@ -364,7 +364,10 @@ func (s *sim) excusedLocked(valid []*tenure) bool {
 			if b.term < a.term {
 				older, newer = b, a
 			}
-			if !s.deleted[tenureKey{older.p.id, older.term}] || newer.sawAtElect >= older.term {
+			// A newer leader that never saw the deleted record may
+			// have built on records written since by others who never
+			// saw it either: the documented limit.
+			if !s.deleted[tenureKey{older.p.id, older.term}] || newer.saw[older.term] {
 				return false
 			}
 		}
@@ -420,10 +423,10 @@ func (s *sim) registerTenure(p *proc, tv *leaderelection.TimeView, ctx context.C
 	tn := &tenure{p: p, term: tv.Term(), tv: tv, start: time.Now(), last: tv.Get(), ctx: ctx, stepAtStart: p.host.step.Load()}
 	p.mu.Lock()
 	// What it had seen of other tenures: its own records do not count.
-	tn.sawAtElect = -1
-	for term, en := range p.sawTerms {
+	tn.saw = map[int64]bool{}
+	for term := range p.sawTerms {
 		if term < tn.term {
-			tn.sawAtElect = max(tn.sawAtElect, en)
+			tn.saw[term] = true
 		}
 	}
 	p.mu.Unlock()
