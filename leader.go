@@ -138,6 +138,10 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 	case !stillHeld:
 		cd.log.Warn("leadership expired: the term ran out before it was extended or released", "term", cur.Term)
 		ousted.Reason = OustExpired
+		// An extension whose outcome is unknown may yet have applied: its
+		// record is left to expire, like the term, never adopted or
+		// released (a Guard may have stopped waiting for its calls).
+		cd.pending = nil
 	default:
 		// Shutdown, or OnElected returned while the term was held.
 		early = returned && !shutdown
