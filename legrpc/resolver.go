@@ -105,7 +105,7 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts res
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
+	r.ctx, r.cancel = ctx, cancel
 	r.wg.Go(func() { r.refresh(ctx) })
 	r.wg.Go(func() {
 		// Watch returns only when ctx ends (Build validated cfg).
@@ -149,10 +149,13 @@ type electionResolver struct {
 	// deleted: the watcher reported the record deleted, and nothing newer
 	// has come since.
 	deleted bool
-	// ender marks rec expired at its expiry, whether or not the watcher has
-	// seen rec (it may have come from a read of our own).
+	// ender asks for a read at rec's expiry, on a store that is polled: rec
+	// may have come from a read of our own, which the watcher has not seen
+	// and will not report ended.
 	ender clocks.StopTimer
-	// closed: Close was called; gRPC must hear nothing more.
+	// ctx is the resolver's: it ends at Close. closed is set (under mu)
+	// before Close waits for the goroutines, so that none starts after.
+	ctx    context.Context
 	closed bool
 	// pushed describes the state last handed to gRPC ("" for none yet;
 	// starting with noLeader for an error), so that an extension, which
@@ -182,14 +185,14 @@ func (r *electionResolver) ResolveNow(resolver.ResolveNowOptions) {
 // Close implements resolver.Resolver: it stops the watcher and waits for
 // every goroutine the resolver started.
 func (r *electionResolver) Close() {
-	r.cancel()
-	r.wg.Wait()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.closed = true
 	if r.ender != nil {
 		r.ender.Stop()
 	}
+	r.mu.Unlock()
+	r.cancel()
+	r.wg.Wait()
 }
 
 // refresh reads the record at start (the watcher reports nothing until
@@ -265,7 +268,10 @@ func (r *electionResolver) offerLocked(rec *entry.RaceEntry, expired bool) {
 	switch {
 	case r.rec == nil || rec.ElectionNumber > r.rec.ElectionNumber:
 		r.takeLocked(rec, expired)
-	case rec.ElectionNumber == r.rec.ElectionNumber && expired && !r.expired:
+	case rec.ElectionNumber == r.rec.ElectionNumber && !r.expired &&
+		(expired || !rec.Released && rec.ElectionNumber != entry.NoElections && !r.clock.Now().Before(rec.TermExpiry)):
+		// The watcher reported the expiry, or a read at or after it
+		// found the record not extended.
 		r.expired = true
 	default:
 		return
@@ -275,9 +281,10 @@ func (r *electionResolver) offerLocked(rec *entry.RaceEntry, expired bool) {
 
 // takeLocked makes rec the record the resolver stands for. A record read
 // after its expiry (a leader that crashed before this client started, say)
-// names nobody to call; a live one is ended at its expiry by a timer of our
-// own, as the watcher may never report it (it came from our own read, and
-// the watcher's next read may find a newer one).
+// names nobody to call. On a polled store a live one gets a read of our own
+// at its expiry, which ends it unless it was extended: the watcher may never
+// report it (it came from our own read, and the watcher's next read may
+// find a newer one).
 func (r *electionResolver) takeLocked(rec *entry.RaceEntry, expired bool) {
 	r.rec = rec.Clone()
 	r.deleted = false
@@ -287,18 +294,22 @@ func (r *electionResolver) takeLocked(rec *entry.RaceEntry, expired bool) {
 	}
 	live := rec.ElectionNumber != entry.NoElections && !rec.Released
 	r.expired = expired || (live && !r.clock.Now().Before(rec.TermExpiry))
-	if !live || r.expired {
+	if !live || r.expired || r.pushes {
 		return
 	}
-	held := r.rec
 	r.ender = r.clock.AfterFunc(r.clock.Until(rec.TermExpiry), func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if r.closed || r.rec != held || r.expired {
+		if r.closed {
 			return
 		}
-		r.expired = true
-		r.updateLocked()
+		r.wg.Go(func() {
+			rctx, cancel := r.clock.ContextWithTimeout(r.ctx, r.readTimeout)
+			defer cancel()
+			if rec, err := r.decider.ReadCurrent(rctx); err == nil {
+				r.offer(rec)
+			}
+		})
 	})
 }
 
