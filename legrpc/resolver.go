@@ -281,10 +281,12 @@ func (r *electionResolver) offerLocked(rec *entry.RaceEntry, expired bool) {
 
 // takeLocked makes rec the record the resolver stands for. A record read
 // after its expiry (a leader that crashed before this client started, say)
-// names nobody to call. On a polled store a live one gets a read of our own
-// at its expiry, which ends it unless it was extended: the watcher may never
-// report it (it came from our own read, and the watcher's next read may
-// find a newer one).
+// names nobody to call. On a polled store a live one is ended at its expiry
+// by a timer of our own, which also reads the record then, so that an
+// extension the watcher has not yet seen is followed a round trip later:
+// the watcher may never report the record ended (it came from our own read,
+// and the watcher's next read may find a newer one), and routing must not
+// outlive the term it knows of.
 func (r *electionResolver) takeLocked(rec *entry.RaceEntry, expired bool) {
 	r.rec = rec.Clone()
 	r.deleted = false
@@ -297,11 +299,16 @@ func (r *electionResolver) takeLocked(rec *entry.RaceEntry, expired bool) {
 	if !live || r.expired || r.pushes {
 		return
 	}
+	held := r.rec
 	r.ender = r.clock.AfterFunc(r.clock.Until(rec.TermExpiry), func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if r.closed {
+		if r.closed || r.rec != held {
 			return
+		}
+		if !r.expired {
+			r.expired = true
+			r.updateLocked()
 		}
 		r.wg.Go(func() {
 			rctx, cancel := r.clock.ContextWithTimeout(r.ctx, r.readTimeout)
