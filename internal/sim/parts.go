@@ -263,18 +263,25 @@ func (s *sim) recordReport(p *proc, c leaderelection.Change) {
 // stale one, and the deletion it reports is still news.
 func (s *sim) deletedSince(p *proc) bool {
 	p.mu.Lock()
-	var from time.Duration
+	var term int64 = -1
 	for i := len(p.reports) - 2; i >= 0; i-- { // the last is the deletion
 		if p.reports[i].c.Kind != leaderelection.RecordDeleted {
-			from = p.reports[i].at
+			term = p.reports[i].c.Entry.Term
 			break
 		}
 	}
 	p.mu.Unlock()
 	s.st.mu.Lock()
 	defer s.st.mu.Unlock()
+	// A deletion after the tenure of the record last reported, whenever
+	// the watcher learnt of it (a stale read may have shown that record,
+	// even its expiry, after it was gone).
+	seen := false
 	for _, sp := range s.st.spans {
-		if sp.deleted && sp.from >= from {
+		switch {
+		case !sp.deleted && sp.term == term:
+			seen = true
+		case sp.deleted && seen:
 			return true
 		}
 	}
