@@ -88,9 +88,9 @@ type tenure struct {
 	start, ended time.Time
 	last         time.Time // the TimeView's value at the last check
 	ctx          context.Context
-	ousted       int   // OnOusting calls for it
+	ousted       int            // OnOusting calls for it
 	saw          map[int64]bool // the other tenures (by term) whose records its holder had seen when elected
-	stepAtStart  int64 // its host's wall-clock step when it began
+	stepAtStart  int64          // its host's wall-clock step when it began
 	lateReported bool
 }
 
