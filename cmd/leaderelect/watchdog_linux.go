@@ -37,7 +37,7 @@ import (
 // timers) would stop.
 const watchdogCommand = "__watchdog"
 
-// watchdogEnv is set in the watchdog's environment.
+// watchdogEnv is set in the watchdog's environment, to the supervisor's pid.
 const watchdogEnv = "_LEADERELECT_WATCHDOG"
 
 // bootNow is CLOCK_BOOTTIME in nanoseconds.
@@ -67,7 +67,9 @@ func startWatchdog(killBy time.Time) (*watchdog, error) {
 		return nil, errors.New("started as a watchdog: not starting another")
 	}
 	cmd := exec.Command("/proc/self/exe", watchdogCommand)
-	cmd.Env = append(os.Environ(), watchdogEnv+"=1")
+	// The supervisor names itself: os.Getppid in the watchdog would say
+	// 1 (or a subreaper) had the supervisor died before it asked.
+	cmd.Env = append(os.Environ(), watchdogEnv+"="+strconv.Itoa(os.Getpid()))
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	r, in, err := os.Pipe()
@@ -118,7 +120,10 @@ func (w *watchdog) disarm() {
 
 // watchdogMain is the watchdog process.
 func watchdogMain(stdin io.Reader, stderr io.Writer) int {
-	supervisor := os.Getppid()
+	supervisor, err := strconv.Atoi(os.Getenv(watchdogEnv))
+	if err != nil || supervisor <= 1 {
+		supervisor = 0 // unknown: only the group the supervisor names is killed
+	}
 	lines := make(chan string)
 	go func() {
 		sc := bufio.NewScanner(stdin)
@@ -191,7 +196,9 @@ func killCommand(supervisor, pgid int) []int {
 	if pgid > 0 && syscall.Kill(-pgid, syscall.SIGKILL) == nil {
 		killed = append(killed, pgid)
 	}
-	if pgid > 0 {
+	if pgid > 0 || supervisor <= 1 {
+		// Never the children of init or of an unknown process: they
+		// are every session on the host.
 		return killed
 	}
 	entries, _ := os.ReadDir("/proc")
