@@ -1,0 +1,40 @@
+package hooks
+
+import (
+	"context"
+	"time"
+)
+
+type legacyKey struct{}
+
+// WithLegacyScheduling returns a context under which Acquire schedules its
+// waits as it did before polls were phased and the herd window learnt, so
+// that a benchmark can show both side by side: a waiting candidate polls
+// PollInterval less a random quarter after its last read, and the herd window
+// is sized by ExpectedCandidates alone (never learnt).
+func WithLegacyScheduling(ctx context.Context) context.Context {
+	return context.WithValue(ctx, legacyKey{}, true)
+}
+
+// LegacyScheduling reports whether WithLegacyScheduling applies to ctx.
+func LegacyScheduling(ctx context.Context) bool {
+	v, _ := ctx.Value(legacyKey{}).(bool)
+	return v
+}
+
+type herdProbeKey struct{}
+
+// WithHerdProbe returns a context under which Acquire calls probe each time
+// it draws over the herd window, with the herd it has learnt to expect (the
+// number of candidates, itself included, it expects to find the record free
+// together) and the window drawn over. Tests use it to watch the window learn.
+// probe runs on Acquire's goroutine.
+func WithHerdProbe(ctx context.Context, probe func(herd float64, window time.Duration)) context.Context {
+	return context.WithValue(ctx, herdProbeKey{}, probe)
+}
+
+// HerdProbe returns the probe WithHerdProbe attached to ctx, or nil.
+func HerdProbe(ctx context.Context) func(herd float64, window time.Duration) {
+	p, _ := ctx.Value(herdProbeKey{}).(func(float64, time.Duration))
+	return p
+}
