@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/racedecider/leaderelection/entry"
@@ -37,7 +36,10 @@ func (c Config) Acquire(ctx context.Context) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	cd := &candidate{Config: c.withDefaults(), lastTerm: -1, maxSeen: entry.NoElections, rng: newRNG(hooks.Rand(ctx))}
+	cd := &candidate{Config: c.withDefaults(), lastTerm: -1, maxSeen: entry.NoElections, rng: newRNG(hooks.Rand(ctx)),
+		legacy: hooks.LegacyScheduling(ctx), probe: hooks.HerdProbe(ctx)}
+	cd.herd = newHerd(cd.ExpectedCandidates, cd.legacy)
+	cd.grid = newPollGrid(cd.rng)
 	cd.log = cd.Logger.With("leader_id", cd.LeaderID)
 	n, _ := c.Decider.(ChangeNotifier)
 	cd.waiter = waiter{clock: cd.Clock, n: n, poll: cd.PollInterval, onPushErr: func(err error) {
@@ -95,6 +97,17 @@ type candidate struct {
 	// rtt tracks the store's round trip, which sizes herdJitter; writes
 	// tracks write latencies, which time extensions.
 	rtt, writes latencies
+	// herd is what this candidate has learnt of the herds it meets, which
+	// sizes the herd window; draw is its part in the current herd, if any.
+	herd herd
+	draw draw
+	// grid is this candidate's poll schedule (see phase.go).
+	grid pollGrid
+	// legacy keeps the schedule from before phased polls and the learnt
+	// herd window (hooks.WithLegacyScheduling).
+	legacy bool
+	// probe, if set, is told of every herd window drawn over (tests).
+	probe func(herd float64, window time.Duration)
 	// pending holds writes whose outcome was unknown and that may still be
 	// applied; sentAt is when the write that made the last record of ours
 	// was sent.
@@ -113,23 +126,25 @@ type candidate struct {
 func (cd *candidate) opTimeout() time.Duration { return cd.TermLength / 2 }
 
 // herdJitter is the window over which candidates that find the record free
-// at the same moment spread their writes. With k others drawing uniformly
-// over a window W, the first writer's write reaches them one round trip
-// (rtt) after it is sent, so about k x rtt / W of them write too, and the
-// first write goes out after about W / (k+1). W = k x rtt x (1.5 +
-// log2(k)/2) keeps both small: 2 others wait 4 rtt at most and collide in
-// fewer than half of the hand-overs; 49 others, 210 rtt, and about one
-// hand-over in four has a second writer. The window is bounded by a share
-// of the term that grows with k (TermLength/16 for the default 3
-// candidates), and never exceeds TermLength/2, so that it adds little to a
-// takeover however slow the store.
+// at the same moment spread their writes (see herd.window).
 func (cd *candidate) herdJitter() time.Duration {
-	k := float64(cd.ExpectedCandidates - 1)
-	if k <= 0 {
-		return 0
+	if cd.herd.m == 0 {
+		// A candidate built without Acquire (tests): nothing learnt yet.
+		cd.herd = newHerd(cd.ExpectedCandidates, cd.legacy)
 	}
-	w := time.Duration(float64(cd.rtt.fastest()) * k * (1.5 + math.Log2(k)/2))
-	return min(w, time.Duration(k*float64(cd.TermLength)/32), cd.TermLength/2)
+	w := cd.herd.window(cd.rtt.fastest(), cd.TermLength)
+	if cd.probe != nil {
+		cd.probe(cd.herd.m, w)
+	}
+	return w
+}
+
+// herdDraw draws this candidate's place in a herd: the window's offset and
+// width, and the draw (a while from the window's start).
+func (cd *candidate) herdDraw() (off, w, j time.Duration) {
+	w = cd.herdJitter()
+	off = cd.herd.offset(cd.rtt.fastest(), cd.TermLength)
+	return off, w, off + cd.rng.jitter(w)
 }
 
 func (cd *candidate) campaign(ctx context.Context) error {
@@ -142,6 +157,9 @@ func (cd *candidate) campaign(ctx context.Context) error {
 	// together re-read at different moments and most see a winner instead
 	// of writing.
 	jittered := false
+	// cold is set until this candidate first waits or draws: a record its
+	// first read finds free is free to every candidate started with it.
+	cold := true
 	for {
 		cd.observe(ctx, rec)
 		if p, ok := cd.ours(rec); ok && !rec.Released {
@@ -155,6 +173,7 @@ func (cd *candidate) campaign(ctx context.Context) error {
 			continue
 		}
 		if !cd.free(rec) {
+			cold = false
 			if rec, err = cd.waitForFree(ctx, rec); err != nil {
 				return err
 			}
@@ -162,13 +181,10 @@ func (cd *candidate) campaign(ctx context.Context) error {
 			continue
 		}
 		if !jittered {
-			if !cd.Clock.SleepFor(ctx, cd.rng.jitter(cd.herdJitter())) {
-				return ctx.Err()
-			}
-			if rec, err = cd.read(ctx); err != nil {
+			if rec, err = cd.spreadOut(ctx, rec, false, cold); err != nil {
 				return err
 			}
-			jittered = true
+			jittered, cold = true, false
 			continue
 		}
 		jittered = false
@@ -185,6 +201,9 @@ func (cd *candidate) campaign(ctx context.Context) error {
 			continue
 		}
 		won, next, err := cd.tryAcquire(ctx, rec)
+		if err == nil {
+			cd.settle(rec, next, true, won)
+		}
 		switch {
 		case isThrottled(err):
 			next = rec
@@ -245,21 +264,24 @@ func (cd *candidate) takeoverAt(rec *entry.RaceEntry) time.Time {
 }
 
 // waitForFree waits until rec's term can be taken over (plus jitter), or a
-// change is pushed, or the poll interval passes, and returns the record then,
+// change is pushed, or the next poll is due, and returns the record then,
 // reading it only when nothing vouches for it.
 func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*entry.RaceEntry, error) {
 	// Just past the takeover time, as free() requires the clock to be after
 	// it: waking exactly on it would find the record not yet free and wait
-	// again for a moment already here.
-	takeover := cd.takeoverAt(rec).Add(time.Nanosecond + cd.rng.jitter(cd.herdJitter()))
+	// again for a moment already here. Every candidate waiting on rec
+	// computes the same takeover time (on its own clock), so those that
+	// wake for it are a herd: they spread out over the herd window.
+	start := cd.takeoverAt(rec).Add(time.Nanosecond)
+	cd.draw = draw{}
+	off, w, j := cd.herdDraw()
+	takeover := start.Add(j)
 	until := takeover
 	if cd.waiter.n == nil {
-		// Jittered so that candidates started together do not poll, and
-		// then write, in step. (With push, the wait ends at the takeover
-		// time at the latest: a channel that went silent delays a
-		// hand-over to the term's end, and nothing more.)
-		poll := cd.PollInterval - cd.rng.jitter(cd.PollInterval/4)
-		until = minTime(until, cd.Clock.Now().Add(poll))
+		// (With push, the wait ends at the takeover time at the latest: a
+		// channel that went silent delays a hand-over to the term's end,
+		// and nothing more.)
+		until = minTime(until, cd.nextPoll())
 	}
 	pushed, quiet, err := cd.waiter.wait(ctx, rec.Token, until)
 	switch {
@@ -267,6 +289,7 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 		return nil, err
 	case quiet && until.Equal(takeover):
 		// Nothing changed up to the takeover time: rec is current.
+		cd.draw = draw{kind: drawTakeover, off: off, w: w, j: j, start: start}
 		return rec, nil
 	case pushed != nil && !cd.free(pushed):
 		// An extension or a new leader: nothing to do, nothing to read.
@@ -274,17 +297,178 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 	case pushed != nil:
 		// A push wakes every waiter at once: spread them out, listening
 		// for the first one's write, which makes the others stand down.
-		again, quiet, err := cd.waiter.wait(ctx, pushed.Token, cd.Clock.Now().Add(cd.rng.jitter(cd.herdJitter())))
+		return cd.spreadOut(ctx, pushed, true, false)
+	}
+	next, err := cd.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if until.Equal(takeover) {
+		cd.draw = draw{kind: drawTakeover, off: off, w: w, j: j, start: start}
+		if !cd.free(next) {
+			cd.settle(rec, next, false, false)
+		}
+	}
+	return next, nil
+}
+
+// nextPoll is when a waiting candidate on a store that cannot push changes
+// reads next: on its own poll grid (see phase.go), or, with the legacy
+// schedule, PollInterval less a random quarter from now, so that candidates
+// started together do not poll, and then write, in step.
+func (cd *candidate) nextPoll() time.Time {
+	now := cd.Clock.Now()
+	if cd.legacy {
+		return now.Add(cd.PollInterval - cd.rng.jitter(cd.PollInterval/4))
+	}
+	return cd.grid.next(now, cd.PollInterval, candidatePollBand)
+}
+
+// spreadOut waits a random while over the herd window before this candidate
+// writes over rec, which it found free, so that of the candidates that found
+// it free together most see the first one's write in time and stand down.
+// It listens meanwhile if the store pushes changes, and then rec is current
+// if nothing came; otherwise it reads again at the end. (The legacy schedule
+// listened only after a push, pushed.)
+//
+// cold marks the herd of candidates started together, whose first read found
+// the record free: what it shows is learnt at once (see herd.sawRival).
+func (cd *candidate) spreadOut(ctx context.Context, rec *entry.RaceEntry, pushed, cold bool) (*entry.RaceEntry, error) {
+	off, w, j := cd.herdDraw()
+	start := cd.Clock.Now()
+	cd.draw = draw{}
+	if cd.waiter.n != nil && (pushed || !cd.legacy) {
+		again, quiet, err := cd.waiter.wait(ctx, rec.Token, start.Add(j))
 		switch {
 		case err != nil:
 			return nil, err
 		case again != nil:
+			cd.draw = draw{kind: drawListened, off: off, w: w, j: j, start: start, cold: cold}
+			if !cd.free(again) {
+				cd.settle(rec, again, false, false)
+			}
 			return again, nil
 		case quiet:
-			return pushed, nil
+			cd.draw = draw{kind: drawListened, off: off, w: w, j: j, start: start, cold: cold}
+			return rec, nil
 		}
+		// The push channel failed, and the wait ran to the end of the
+		// draw (or a poll interval): read.
+	} else if !cd.Clock.SleepFor(ctx, j) {
+		return nil, ctx.Err()
 	}
-	return cd.read(ctx)
+	next, err := cd.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cd.draw = draw{kind: drawReread, off: off, w: w, j: j, start: start, cold: cold}
+	if !cd.free(next) {
+		cd.settle(rec, next, false, false)
+	}
+	return next, nil
+}
+
+// draw is a candidate's part in a herd: the window it drew over (from off,
+// w wide), its draw j (from the window's start), and how a rival's draw can be
+// timed.
+type draw struct {
+	kind      drawKind
+	off, w, j time.Duration
+	// start is when the window began, on this candidate's clock.
+	start time.Time
+	// cold: the herd of candidates started together (see spreadOut).
+	cold bool
+}
+
+type drawKind int
+
+const (
+	drawNone drawKind = iota
+	// drawListened: it listened for pushes from start, when it learnt
+	// that the record was free (a push or a read).
+	drawListened
+	// drawTakeover: it slept until start + j, start being the takeover
+	// time that every candidate computes from the same record.
+	drawTakeover
+	// drawReread: it slept from start, when a read found the record
+	// free, and read again.
+	drawReread
+)
+
+// settle learns from the outcome of this candidate's part in a herd over
+// rec, a free record: next is what the store holds now, which this candidate
+// wrote (wrote: it sent a write) or a rival's new tenure, or neither (no
+// outcome yet). The rival's draw is timed when the draw allows it:
+//
+//   - listened, stood down: the rival's write was sent about a round trip
+//     before its push arrived (now);
+//   - wrote and lost: the rival's write landed before ours but had not
+//     reached us when our draw ended (listened), or landed after our second
+//     read (reread), so it drew within a round trip before us; within those
+//     bounds, its record says when, on its clock (the TermExpiry it wrote
+//     less TermLength), exact between hosts whose clocks agree;
+//   - takeover: the rival woke at the same takeover time on its own clock,
+//     read, and sent its write at the TermExpiry it wrote less TermLength,
+//     also on its clock;
+//   - reread, stood down: a rival seen on the second read only says it drew
+//     earlier: no timing.
+func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
+	d := cd.draw
+	cd.draw = draw{}
+	switch {
+	case won && d.kind != drawNone && d.w > 0:
+		// Its own draw was the first.
+		cd.herd.sawRival(d.w, d.j-d.off, cd.rtt.fastest(), d.cold)
+		return
+	case won:
+		cd.herd.quiet()
+		return
+	case next == nil || next.ElectionNumber == entry.NoElections || next.Released ||
+		(rec.ElectionNumber != entry.NoElections && !rec.Released && next.Term == rec.Term):
+		// No new tenure (yet): an unknown outcome, throttling.
+		return
+	}
+	if _, ours := cd.ours(next); ours {
+		return
+	}
+	rtt := cd.rtt.fastest()
+	var x time.Duration
+	switch {
+	case d.w <= 0:
+		if wrote {
+			cd.herd.lostRace()
+		}
+		return
+	case d.kind == drawTakeover:
+		x = next.TermExpiry.Add(-cd.TermLength).Sub(d.start) - rtt
+		if x < -rtt {
+			// Written before the takeover time: a rival that was not in
+			// this herd (it saw a release, say).
+			return
+		}
+	case wrote:
+		// Lost: the rival drew within a round trip before this candidate.
+		// Its record tells when, on its clock: the best guess within
+		// those bounds.
+		x = next.TermExpiry.Add(-cd.TermLength).Sub(d.start)
+		if d.kind == drawReread {
+			x -= rtt // it read again before writing
+		}
+		x = min(max(x, d.j-rtt), d.j)
+	case d.kind == drawListened:
+		x = cd.Clock.Now().Sub(d.start) - rtt
+	default:
+		cd.herd.quiet()
+		return
+	}
+	if d.off > 0 && x < d.off {
+		// The first writer drew in the part of the window this candidate
+		// yields: one that learnt less, which says nothing of the herd
+		// that draws after it.
+		cd.herd.yielded()
+		return
+	}
+	cd.herd.sawRival(d.w, max(x-d.off, 0), rtt, d.cold)
 }
 
 // read reads the record, retrying failures with backoff until ctx ends. A

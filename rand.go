@@ -36,6 +36,16 @@ func (g *rng) jitter(d time.Duration) time.Duration {
 	return time.Duration(g.r.Int64N(int64(d)))
 }
 
+// fraction returns a random number in [0, 1).
+func (g *rng) fraction() float64 {
+	if g == nil {
+		return mrand.Float64()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.r.Float64()
+}
+
 // writeID returns a random id that tells one write attempt from another.
 func (g *rng) writeID() string {
 	var b [12]byte

@@ -1,0 +1,244 @@
+package leaderelection_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/internal/hooks"
+	"github.com/racedecider/leaderelection/racedecidertest"
+)
+
+// The herd tests run on a store with a 5 ms round trip and a 2 s term, as the
+// benchmark does, in virtual time.
+const (
+	herdTerm = 2 * time.Second
+	herdLeg  = 2500 * time.Microsecond
+	// floorWindow is the herd window of the default ExpectedCandidates (2
+	// others x 2 round trips).
+	floorWindow = 20 * time.Millisecond
+)
+
+func herdConfig(cfg *leaderelection.Config) {
+	cfg.TermLength = herdTerm
+	cfg.MaxClockSkew = 100 * time.Millisecond
+}
+
+// herdRun is what a run of hand-overs among a herd showed.
+type herdRun struct {
+	startupWrites int
+	writes        []int           // per hand-over, the release included
+	elect         []time.Duration // per hand-over, stop to next OnElected
+	// windows are the herd windows the waiting candidates drew over when a
+	// release was pushed, from the third hand-over on.
+	windows []time.Duration
+}
+
+func (r herdRun) maxWrites() int {
+	m := 0
+	for _, w := range r.writes {
+		m = max(m, w)
+	}
+	return m
+}
+
+func (r herdRun) String() string {
+	return fmt.Sprintf("start-up writes %d; hand-overs: writes %v, median stop-to-elected %v", r.startupWrites, r.writes, median(r.elect))
+}
+
+// runHerd starts n candidates together with ExpectedCandidates unset, then
+// hands over reps times, starting a new candidate in the stopped leader's
+// place each time, as the benchmark does. Writes are counted from the stop to
+// a quarter second after the next election.
+func runHerd(t *testing.T, n, reps int, push, legacy bool, seed uint64) herdRun {
+	return runHerdStaggered(t, n, reps, push, legacy, seed, 0)
+}
+
+// runHerdStaggered is runHerd with candidates started stagger apart: with a
+// stagger over a round trip, none starts with the record free but the first.
+func runHerdStaggered(t *testing.T, n, reps int, push, legacy bool, seed uint64, stagger time.Duration) herdRun {
+	var res herdRun
+	synctest.Test(t, func(t *testing.T) {
+		st := newDelayedStore(herdLeg, push)
+		c := newSchedCluster(t, st, legacy, herdConfig)
+		c.seed = seed
+		var (
+			mu       sync.Mutex
+			drawing  bool
+			handOver int
+		)
+		c.probe = func(_ string, _ float64, w time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			if drawing && handOver >= 2 {
+				res.windows = append(res.windows, w)
+			}
+		}
+		t0 := time.Now()
+		for range n {
+			c.start()
+			time.Sleep(stagger)
+		}
+		tn := next(c.mon)
+		time.Sleep(herdTerm / 8)
+		_, w := st.between(t0, time.Now())
+		res.startupWrites = len(w)
+		r := rand.New(rand.NewPCG(seed, 0))
+		for i := range reps {
+			// At a random point of the renewal cycle.
+			time.Sleep(herdTerm/8 + time.Duration(r.Int64N(int64(3*herdTerm/8))))
+			mu.Lock()
+			drawing, handOver = true, i
+			mu.Unlock()
+			nx, from := c.handOver(tn)
+			mu.Lock()
+			drawing = false
+			mu.Unlock()
+			time.Sleep(herdTerm / 8)
+			_, w := st.between(from, time.Now())
+			res.writes = append(res.writes, len(w))
+			res.elect = append(res.elect, nx.Start.Sub(from))
+			c.start()
+			tn = nx
+		}
+		c.stopAll()
+	})
+	return res
+}
+
+// A herd of 50 woken together by a push, with ExpectedCandidates left at its
+// default of 3, elects with at most 3 writes (the release included): the
+// candidates learn at start-up that they are many. The legacy schedule, with
+// the window ExpectedCandidates sizes, takes many more.
+func TestHerdOfFiftyElectsWithFewWrites(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		now := runHerd(t, 50, 8, true, false, seed)
+		old := runHerd(t, 50, 8, true, true, seed)
+		t.Logf("seed %d: %v\n  legacy: %v", seed, now, old)
+		if now.maxWrites() > 3 {
+			t.Errorf("seed %d: a hand-over among 50 took %d writes, want at most 3: %v", seed, now.maxWrites(), now.writes)
+		}
+		if old.maxWrites() <= 3 {
+			t.Errorf("seed %d: the legacy schedule took at most 3 writes among 50 (%v): the test no longer shows the difference", seed, old.writes)
+		}
+	}
+}
+
+// Among three candidates (two waiting at each hand-over) the window stays the
+// one ExpectedCandidates' default gives, so that a hand-over is no slower
+// than with the legacy schedule. Three started together may take their first
+// herd for a big one (their first writer drew early, as 50 would): they
+// unlearn it over the next hand-overs.
+func TestHandOverAmongThreeKeepsItsWindow(t *testing.T) {
+	for _, stagger := range []time.Duration{time.Second, 0} {
+		var atFloor, windows int
+		var elect, oldElect []time.Duration
+		for seed := uint64(1); seed <= 12; seed++ {
+			now := runHerdStaggered(t, 3, 12, true, false, seed, stagger)
+			old := runHerdStaggered(t, 3, 12, true, true, seed, stagger)
+			elect = append(elect, now.elect...)
+			oldElect = append(oldElect, old.elect...)
+			for _, w := range now.windows {
+				windows++
+				if w <= floorWindow {
+					atFloor++
+				}
+			}
+			if now.maxWrites() > 3 {
+				t.Errorf("started %v apart, seed %d: a hand-over among 3 took %d writes: %v", stagger, seed, now.maxWrites(), now.writes)
+			}
+		}
+		t.Logf("started %v apart: median stop-to-elected %v (legacy %v); %d of %d windows at the default's %v",
+			stagger, median(elect), median(oldElect), atFloor, windows, floorWindow)
+		want := windows * 19 / 20
+		if stagger == 0 {
+			want = windows * 2 / 3
+		}
+		if atFloor < want {
+			t.Errorf("started %v apart: only %d of %d windows drawn among 3 were the default's %v or narrower", stagger, atFloor, windows, floorWindow)
+		}
+	}
+}
+
+// After a herd of 50 shrinks to 3, the survivors' windows narrow back over
+// quiet hand-overs, to the default's.
+func TestHerdWindowNarrowsAfterQuietHandOvers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newDelayedStore(herdLeg, true)
+		var (
+			mu     sync.Mutex
+			herds  = map[string]float64{}
+			stepUp atomic.Bool // leaders step down after a quarter term
+		)
+		elected := make(chan string, 1000)
+		cands := map[string]*racedecidertest.Candidate{}
+		for i := range 50 {
+			id := "c" + itoa(i)
+			ctx := hooks.WithRand(t.Context(), rand.New(rand.NewPCG(7, uint64(i))))
+			ctx = hooks.WithHerdProbe(ctx, func(h float64, _ time.Duration) {
+				mu.Lock()
+				herds[id] = h
+				mu.Unlock()
+			})
+			cfg := leaderelection.Config{Decider: st.access(id), LeaderID: id,
+				OnElected: func(ctx context.Context, tv *leaderelection.TimeView) {
+					elected <- id
+					if stepUp.Load() {
+						time.Sleep(herdTerm / 4)
+						return
+					}
+					<-ctx.Done()
+				}}
+			herdConfig(&cfg)
+			cands[id] = racedecidertest.StartCandidate(ctx, cfg)
+		}
+		leader := <-elected
+		time.Sleep(herdTerm / 4)
+		// All but two waiting candidates go, then the leader: the two hand
+		// over between themselves from now on, stepping down after a
+		// quarter term each time.
+		var kept []string
+		for id, c := range cands {
+			if id != leader && len(kept) < 2 {
+				kept = append(kept, id)
+				continue
+			}
+			if id != leader {
+				c.Stop(t)
+			}
+		}
+		synctest.Wait()
+		mu.Lock()
+		for _, id := range kept {
+			if herds[id] < 8 {
+				t.Errorf("%s expects a herd of %.1f after starting among 50, want it to have learnt more", id, herds[id])
+			}
+		}
+		mu.Unlock()
+		stepUp.Store(true)
+		cands[leader].Stop(t)
+		for range 40 {
+			select {
+			case <-elected:
+			case <-time.After(time.Hour):
+				t.Fatal("no election within an hour")
+			}
+		}
+		mu.Lock()
+		for _, id := range kept {
+			if herds[id] > 3 {
+				t.Errorf("%s still expects a herd of %.1f after 40 quiet hand-overs among 2", id, herds[id])
+			}
+		}
+		mu.Unlock()
+		for _, id := range kept {
+			cands[id].Stop(t)
+		}
+	})
+}
