@@ -66,19 +66,29 @@ type Config struct {
 	// the record when the Decider cannot push changes, and so how long a
 	// release can go unnoticed. Zero means TermLength / 4, or
 	// ExpectedCandidates x TermLength / 64 if that is longer: with N
-	// candidates polling, one finds a release after about PollInterval / N,
-	// and two find it within a store round trip of each other (and both
-	// write) less often the longer the interval.
+	// candidates polling, one finds a release after about PollInterval /
+	// (N+1), and two find it within a store round trip of each other (and
+	// both write) less often the longer the interval. Each candidate polls
+	// on a schedule of its own, fixed on the clock: a period between 7/8 of
+	// PollInterval and all of it, at a phase drawn at random, so that
+	// candidates that read together (started together, woken at one
+	// takeover time) do not go on polling in step.
 	PollInterval time.Duration
 
 	// ExpectedCandidates is about how many candidates campaign for this
-	// election. Candidates that find the record free together (woken by the
-	// same release, or started at once) each wait a random while before
-	// writing, over a window that grows with this number and with the
-	// store's round trip, so that usually only one writes and the others
-	// see its write in time. Too low a value costs failed writes when many
-	// candidates wake together; too high a value slows a hand-over between
-	// few candidates by a few round trips. Zero means 3.
+	// election: a starting point, as each candidate learns it. Candidates
+	// that find the record free together (woken by the same release, at
+	// one takeover time, or started at once) each wait a random while
+	// before writing, over a window that grows with their number and with
+	// the store's round trip, so that usually only one writes and the
+	// others see its write in time. Each candidate starts from
+	// ExpectedCandidates - 1 of them and learns their number from the herds
+	// it meets (see the README's sizing section): candidates started
+	// together learn it from the first one, others over a few hand-overs.
+	// On a store that cannot push changes, herds show their size only at
+	// takeover times and start-ups, and the default PollInterval grows with
+	// this value only: set it when running more than about 16 candidates
+	// there. Zero means 3.
 	ExpectedCandidates int
 
 	// DisableRelease, when true, keeps the term held when Acquire's context
