@@ -149,7 +149,7 @@ type electionResolver struct {
 	// deleted: the watcher reported the record deleted, and nothing newer
 	// has come since.
 	deleted bool
-	// ender asks for a read at rec's expiry, on a store that is polled: rec
+	// ender ends rec at its expiry and reads the record again then: rec
 	// may have come from a read of our own, which the watcher has not seen
 	// and will not report ended.
 	ender clocks.StopTimer
@@ -281,7 +281,7 @@ func (r *electionResolver) offerLocked(rec *entry.RaceEntry, expired bool) {
 
 // takeLocked makes rec the record the resolver stands for. A record read
 // after its expiry (a leader that crashed before this client started, say)
-// names nobody to call. On a polled store a live one is ended at its expiry
+// names nobody to call. A live one is ended at its expiry
 // by a timer of our own, which also reads the record then, so that an
 // extension the watcher has not yet seen is followed a round trip later:
 // the watcher may never report the record ended (it came from our own read,
@@ -296,7 +296,7 @@ func (r *electionResolver) takeLocked(rec *entry.RaceEntry, expired bool) {
 	}
 	live := rec.ElectionNumber != entry.NoElections && !rec.Released
 	r.expired = expired || (live && !r.clock.Now().Before(rec.TermExpiry))
-	if !live || r.expired || r.pushes {
+	if !live || r.expired {
 		return
 	}
 	held := r.rec
