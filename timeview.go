@@ -52,12 +52,8 @@ type termState struct {
 
 func newTimeView(clock clocks.Clock, expiry, monoEnd time.Time, term int64) *TimeView {
 	tv := &TimeView{clock: clock}
-	tv.set(expiry, monoEnd, term)
+	tv.v.Store(&termState{expiry: expiry.Round(0), monoEnd: monoEnd, term: term})
 	return tv
-}
-
-func (t *TimeView) set(expiry, monoEnd time.Time, term int64) {
-	t.v.Store(&termState{expiry: expiry.Round(0), monoEnd: monoEnd, term: term})
 }
 
 // extend moves the view to a new expiry, unless the term has already run

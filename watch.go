@@ -171,7 +171,7 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 				break
 			}
 		}
-		if exists(rec) && top != nil && !newer(rec, top) {
+		if exists(rec) && top != nil && !rec.NewerThan(top) {
 			// Not newer than a record already reported: a stale read.
 			// Terms rise across a deletion too, so a record written
 			// after one is newer even though its election number
@@ -299,10 +299,4 @@ func exists(e *entry.RaceEntry) bool { return e != nil && e.ElectionNumber != en
 // after a deletion may reuse an election number, never a Term.
 func sameRecord(a, b *entry.RaceEntry) bool {
 	return a.Term == b.Term && a.ElectionNumber == b.ElectionNumber
-}
-
-// newer reports whether a was written after b: a higher Term, or the same
-// tenure at a higher election number.
-func newer(a, b *entry.RaceEntry) bool {
-	return a.Term > b.Term || a.Term == b.Term && a.ElectionNumber > b.ElectionNumber
 }

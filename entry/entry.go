@@ -105,3 +105,11 @@ func (e *RaceEntry) Clone() *RaceEntry {
 	c.ConnectionParams = bytes.Clone(e.ConnectionParams)
 	return &c
 }
+
+// NewerThan reports whether e was written after o: a higher Term, or the same
+// tenure at a higher ElectionNumber. Terms rise across a deletion too, so a
+// record written after one is newer even where its ElectionNumber is not.
+// This is the order in which Watch reports records.
+func (e *RaceEntry) NewerThan(o *RaceEntry) bool {
+	return e.Term > o.Term || e.Term == o.Term && e.ElectionNumber > o.ElectionNumber
+}

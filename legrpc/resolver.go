@@ -138,11 +138,9 @@ type electionResolver struct {
 
 	// mu serialises updates to gRPC and guards the fields below.
 	mu sync.Mutex
-	// rec is the newest record seen (by ElectionNumber), from the watcher
+	// rec is the newest record seen (RaceEntry.NewerThan), from the watcher
 	// or a read of our own; nil before the first.
 	rec *entry.RaceEntry
-	// lastWatched is the record of the watcher's last report.
-	lastWatched *entry.RaceEntry
 	// expired: rec's term ran out, as the watcher reported or as our clock
 	// said (when rec arrived, or at its expiry: see ender).
 	expired bool
@@ -228,27 +226,18 @@ func (r *electionResolver) refresh(ctx context.Context) {
 	}
 }
 
-// watched merges a change the watcher reports. The watcher reports in order,
-// so a record older than the last it reported means the record was deleted
-// and elections began again: that one is taken whatever the resolver holds.
-// Otherwise the change may be one the resolver has already learnt from a
-// read of its own.
+// watched merges a change the watcher reports. The change may be one the
+// resolver has already learnt from a read of its own.
 func (r *electionResolver) watched(c leaderelection.Change) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c.Kind == leaderelection.RecordDeleted {
 		// Nobody leads until a new record is written; the next one, from
 		// the watcher or a read of our own, replaces the absence.
-		r.lastWatched = nil
 		r.takeLocked(&entry.RaceEntry{ElectionNumber: entry.NoElections}, false)
 		r.deleted = true
 		r.updateLocked()
 		return
-	}
-	restarted := r.lastWatched != nil && c.Entry.ElectionNumber < r.lastWatched.ElectionNumber
-	r.lastWatched = c.Entry.Clone()
-	if restarted {
-		r.rec = nil
 	}
 	r.offerLocked(&c.Entry, c.Kind == leaderelection.TermExpired)
 }
@@ -262,13 +251,14 @@ func (r *electionResolver) offer(rec *entry.RaceEntry) {
 
 // offerLocked merges a record into the resolver's state and hands gRPC the
 // result if it changed. Records arrive from two goroutines, and one may be
-// behind the other: only a newer ElectionNumber replaces the record held.
+// behind the other: only a newer record (RaceEntry.NewerThan, the order Watch
+// reports in, which holds across a deletion) replaces the one held.
 // expired reports that rec's term has run out (the watcher's TermExpired).
 func (r *electionResolver) offerLocked(rec *entry.RaceEntry, expired bool) {
 	switch {
-	case r.rec == nil || rec.ElectionNumber > r.rec.ElectionNumber:
+	case r.rec == nil || rec.NewerThan(r.rec):
 		r.takeLocked(rec, expired)
-	case rec.ElectionNumber == r.rec.ElectionNumber && !r.expired &&
+	case rec.Term == r.rec.Term && rec.ElectionNumber == r.rec.ElectionNumber && !r.expired &&
 		(expired || !rec.Released && rec.ElectionNumber != entry.NoElections && !r.clock.Now().Before(rec.TermExpiry)):
 		// The watcher reported the expiry, or a read at or after it
 		// found the record not extended.

@@ -141,22 +141,8 @@ type report struct {
 func (s *sim) startWatcher(k int) *proc {
 	sc := s.sc
 	slot := sc.N + k
-	p := &proc{
-		s: s, slot: slot, inc: 1, watcher: k, clean: sc.CleanWatcher[k],
-		id:        fmt.Sprintf("w%d", k),
-		host:      newHostClock(s.start, sc.WatchOffsets[k], 0),
-		done:      make(chan struct{}),
-		ops:       newStream(sc.Seed, slot, 1, opsStream),
-		work:      newStream(sc.Seed, slot, 1, workStream),
-		opsByTerm: map[int64]int{},
-		readClock: map[string]time.Time{},
-		calls:     map[int64]int{},
-		sawMax:    -1,
-		sawTerms:  map[int64]int64{},
-	}
-	p.leaderID = p.id
-	p.clock = &procClock{h: p.host, p: p}
-	p.simClock = &procClock{h: p.host, p: p, sim: true}
+	p := s.newProc(slot, 1, fmt.Sprintf("w%d", k), newHostClock(s.start, sc.WatchOffsets[k], 0))
+	p.watcher, p.clean = k, sc.CleanWatcher[k]
 	var d leaderelection.RaceDecider = &access{st: s.st, p: p}
 	if sc.Notifier {
 		d = pushAccess{&access{st: s.st, p: p}}
@@ -226,7 +212,7 @@ func (s *sim) recordReport(p *proc, c leaderelection.Change) {
 	e := &c.Entry
 	switch c.Kind {
 	case leaderelection.LeaderElected, leaderelection.TermExtended, leaderelection.LeaderReleased:
-		if last != nil && !newerRecord(e, &last.Entry) {
+		if last != nil && !e.NewerThan(&last.Entry) {
 			s.violate("watch-order", "%s reports %s of term %d election %d after term %d election %d", p, c.Kind, e.Term, e.ElectionNumber, last.Entry.Term, last.Entry.ElectionNumber)
 		}
 		if c.Kind != leaderelection.LeaderReleased && seen && !e.TermExpiry.After(readAt) {
@@ -236,7 +222,7 @@ func (s *sim) recordReport(p *proc, c leaderelection.Change) {
 	case leaderelection.TermExpired:
 		// The last record reported, or a newer one whose term had ended
 		// when it was read.
-		if last != nil && newerRecord(&last.Entry, e) {
+		if last != nil && last.Entry.NewerThan(e) {
 			s.violate("watch-order", "%s reports %s of term %d election %d after term %d election %d", p, c.Kind, e.Term, e.ElectionNumber, last.Entry.Term, last.Entry.ElectionNumber)
 		}
 	case leaderelection.RecordDeleted:
@@ -286,12 +272,6 @@ func (s *sim) deletedSince(p *proc) bool {
 		}
 	}
 	return false
-}
-
-// newerRecord reports whether a was written after b, as Watch orders
-// records: a higher Term, or the same tenure at a higher election number.
-func newerRecord(a, b *entry.RaceEntry) bool {
-	return a.Term > b.Term || a.Term == b.Term && a.ElectionNumber > b.ElectionNumber
 }
 
 // checkWatchCoverage checks what each clean watcher (one whose store

@@ -225,7 +225,7 @@ func (p *proc) saw(rec *entry.RaceEntry, clock time.Time) {
 	}
 	if p.isResolver && rec.ElectionNumber != entry.NoElections && len(rec.HostPort) > 0 {
 		addr := rec.HostPort[0]
-		if old := p.newest[addr]; old == nil || newerRecord(rec, old.rec) {
+		if old := p.newest[addr]; old == nil || rec.NewerThan(old.rec) {
 			p.newest[addr] = &seenRec{rec: rec.Clone(), readClock: p.readClock[k], at: time.Now()}
 		}
 	}
