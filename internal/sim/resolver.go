@@ -103,25 +103,9 @@ func (c lagClock) ContextWithDeadlineCause(ctx context.Context, t time.Time, cau
 func (s *sim) startResolver(k int) *proc {
 	sc := s.sc
 	slot := sc.N + sc.Watchers + k
-	p := &proc{
-		s: s, slot: slot, inc: 1, watcher: -1, isResolver: true, clean: sc.CleanResolver[k],
-		id:        fmt.Sprintf("r%d", k),
-		host:      newHostClock(s.start, sc.ResolverOffsets[k], 0),
-		done:      make(chan struct{}),
-		ops:       newStream(sc.Seed, slot, 1, opsStream),
-		work:      newStream(sc.Seed, slot, 1, workStream),
-		opsByTerm: map[int64]int{},
-		readClock: map[string]time.Time{},
-		calls:     map[int64]int{},
-		sawMax:    -1,
-		sawTerms:  map[int64]int64{},
-		newest:    map[string]*seenRec{},
-		noFail:    true,
-		maxRouted: -1,
-	}
-	p.leaderID = p.id
-	p.clock = &procClock{h: p.host, p: p}
-	p.simClock = &procClock{h: p.host, p: p, sim: true}
+	p := s.newProc(slot, 1, fmt.Sprintf("r%d", k), newHostClock(s.start, sc.ResolverOffsets[k], 0))
+	p.isResolver, p.clean = true, sc.CleanResolver[k]
+	p.newest, p.noFail, p.maxRouted = map[string]*seenRec{}, true, -1
 	var clk clocks.Clock = p.clock
 	if s.opt.ResolverLag {
 		clk = lagClock{p.clock, sc.Term / 2}

@@ -710,6 +710,31 @@ func (s *sim) sleepUntil(at time.Duration) {
 	}
 }
 
+// newProc returns incarnation inc of slot, named id, on host: what every
+// participant (candidate, watcher, resolver) has.
+func (s *sim) newProc(slot, inc int, id string, host *hostClock) *proc {
+	p := &proc{
+		s:         s,
+		slot:      slot,
+		inc:       inc,
+		watcher:   -1,
+		id:        id,
+		leaderID:  id,
+		host:      host,
+		done:      make(chan struct{}),
+		ops:       newStream(s.sc.Seed, slot, inc, opsStream),
+		work:      newStream(s.sc.Seed, slot, inc, workStream),
+		opsByTerm: map[int64]int{},
+		readClock: map[string]time.Time{},
+		calls:     map[int64]int{},
+		sawMax:    -1,
+		sawTerms:  map[int64]int64{},
+	}
+	p.clock = &procClock{h: host, p: p}
+	p.simClock = &procClock{h: host, p: p, sim: true}
+	return p
+}
+
 // startProc starts a new incarnation on slot.
 func (s *sim) startProc(slot int) *proc {
 	sc := s.sc
@@ -717,25 +742,8 @@ func (s *sim) startProc(slot int) *proc {
 	s.incs[slot]++
 	inc := s.incs[slot]
 	s.mu.Unlock()
-	p := &proc{
-		s:         s,
-		slot:      slot,
-		inc:       inc,
-		watcher:   -1,
-		sawMax:    -1,
-		sawTerms:  map[int64]int64{},
-		readClock: map[string]time.Time{},
-		calls:     map[int64]int{},
-		id:        fmt.Sprintf("c%d.%d", slot, inc),
-		host:      s.hostClock(slot),
-		done:      make(chan struct{}),
-		ops:       newStream(sc.Seed, slot, inc, opsStream),
-		work:      newStream(sc.Seed, slot, inc, workStream),
-		opsByTerm: map[int64]int{},
-		skew:      sc.Skew,
-	}
-	p.clock = &procClock{h: p.host, p: p}
-	p.simClock = &procClock{h: p.host, p: p, sim: true}
+	p := s.newProc(slot, inc, fmt.Sprintf("c%d.%d", slot, inc), s.hostClock(slot))
+	p.skew = sc.Skew
 	if sc.ZeroSkew[slot] {
 		p.skew = 0
 	}
@@ -746,7 +754,6 @@ func (s *sim) startProc(slot int) *proc {
 	}
 	p.disableRelease = s.faultsOn() && p.work.float() < sc.PDisableRelease
 	p.instant = p.work.float() < sc.PInstant
-	p.leaderID = p.id
 	if reuse := p.work.float() < sc.PReuseID; reuse && inc > 1 {
 		// A restarted process that names itself after its host, as its
 		// predecessor did (which may still be alive).
