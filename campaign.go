@@ -68,8 +68,20 @@ func (cd *candidate) releaseUnknownWrite(ctx context.Context) {
 	}
 	rctx, cancel := cd.Clock.ContextWithTimeout(context.WithoutCancel(ctx), cd.opTimeout())
 	defer cancel()
+	t0 := cd.Clock.Now()
 	rec, err := cd.Decider.ReadCurrent(rctx)
-	if err != nil || rec == nil || rec.Released {
+	if err == nil && rec == nil {
+		err = errNoRecord
+	}
+	// One read, not retried: the caller has stopped, and a term left
+	// unreleased only costs the next leader a wait.
+	t1 := cd.Clock.Now()
+	cd.obs.request(OpRead, t1.Sub(t0), err, nil)
+	if err != nil {
+		return
+	}
+	cd.obs.sample(t0, t1, rec.Token, false)
+	if rec.Released {
 		return
 	}
 	if _, ok := cd.ours(rec); ok {

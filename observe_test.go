@@ -423,3 +423,36 @@ func TestObserverSeesFailedWaits(t *testing.T) {
 		}
 	})
 }
+
+// A shutdown that interrupts an acquisition whose write was applied but
+// answered with an error reads the record once more and releases it; the
+// Observer sees that read and the release like every other request.
+func TestObserverSeesReleaseOfInterruptedAcquisition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		mem := memory.NewDecider()
+		f := &faultyDecider{RaceDecider: mem}
+		ctx, cancel := context.WithCancel(t.Context())
+		f.applyThenFail.Store(1)
+		f.afterWrite = func() {
+			if f.writes.Load() == 1 {
+				cancel() // the caller stops while the acquisition is in flight
+			}
+		}
+		cfg := baseConfig(f, "a", newMonitor(t), nil)
+		cfg.Observer = rec
+		if err := cfg.Acquire(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Acquire = %v, want context.Canceled", err)
+		}
+		if got, err := mem.ReadCurrent(t.Context()); err != nil || got.LeaderID != "a" || !got.Released {
+			t.Fatalf("record after shutdown = %+v, %v; want a's term, released", got, err)
+		}
+		ops := map[leaderelection.StoreOp]int64{}
+		for _, e := range rec.of(leaderelection.EventStoreRequest) {
+			ops[e.Op]++
+		}
+		if ops[leaderelection.OpRead] != f.reads.Load() || ops[leaderelection.OpWrite] != f.writes.Load() {
+			t.Errorf("Observer saw %d reads and %d writes; the store served %d and %d", ops[leaderelection.OpRead], ops[leaderelection.OpWrite], f.reads.Load(), f.writes.Load())
+		}
+	})
+}
