@@ -1,8 +1,10 @@
 package leaderelection_test
 
 import (
+	"context"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -189,4 +191,62 @@ func (r *pollRun) add(o pollRun) {
 	r.firstRead = append(r.firstRead, o.firstRead...)
 	r.readsPerTerm = append(r.readsPerTerm, o.readsPerTerm...)
 	r.inStep += o.inStep
+}
+
+// Watchers started together (the clients of one deploy) read on independent
+// phases, never in step as the schedule they replace does, at no more than
+// PollInterval x 16/15 per read. (A single watcher's lag behind a change is
+// half a poll interval on average either way: what phasing changes is how
+// soon the first of several reads, and that their reads do not bunch.)
+func TestWatchersStartedTogetherDoNotPollInStep(t *testing.T) {
+	const watchers, poll = 4, 500 * time.Millisecond
+	run := func(legacy bool) (inStep int, readsPerPoll float64) {
+		synctest.Test(t, func(t *testing.T) {
+			st := newDelayedStore(pollLeg, false)
+			mon := newMonitor(t)
+			leader := racedecidertest.StartCandidate(t.Context(), leaderelection.Config{
+				Decider: st.access("leader"), LeaderID: "leader", OnElected: mon.OnElected("leader"),
+				TermLength: pollTerm, MaxClockSkew: 100 * time.Millisecond,
+			})
+			start := time.Now()
+			ctx, cancel := context.WithCancel(t.Context())
+			var wg sync.WaitGroup
+			for i := range watchers {
+				wctx := hooks.WithRand(ctx, rand.New(rand.NewPCG(7, uint64(i))))
+				if legacy {
+					wctx = hooks.WithLegacyScheduling(wctx)
+				}
+				w := leaderelection.WatchConfig{Decider: st.access("w" + itoa(i)), PollInterval: poll, MaxClockSkew: 100 * time.Millisecond}
+				wg.Go(func() { _ = w.Watch(wctx, func(context.Context, leaderelection.Change) {}) })
+			}
+			time.Sleep(10 * pollTerm)
+			cancel()
+			wg.Wait()
+			leader.Stop(t)
+			reads, _ := st.between(start, time.Now())
+			per := map[string][]time.Time{}
+			n := 0
+			for _, o := range reads {
+				if o.who != "leader" {
+					per[o.who] = append(per[o.who], o.at)
+					n++
+				}
+			}
+			inStep = countInStep(per)
+			readsPerPoll = float64(n) / watchers / float64(10*pollTerm/poll)
+		})
+		return inStep, readsPerPoll
+	}
+	inStep, perPoll := run(false)
+	oldInStep, oldPerPoll := run(true)
+	t.Logf("%d watchers started together: in step %d times (legacy %d); reads per PollInterval %.3f (legacy %.3f)", watchers, inStep, oldInStep, perPoll, oldPerPoll)
+	if oldInStep == 0 {
+		t.Fatalf("the legacy schedule never read in step: this test no longer shows what it checks")
+	}
+	if inStep > 0 {
+		t.Errorf("watchers read in step %d times", inStep)
+	}
+	if perPoll > 16.0/15+0.05 {
+		t.Errorf("%.3f reads per PollInterval per watcher, want at most 16/15", perPoll)
+	}
 }

@@ -156,6 +156,14 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 	}}
 
 	r := newRNG(hooks.Rand(ctx))
+	// A polling watcher reads on a grid of its own (see phase.go), so that
+	// watchers started together do not read in step; the legacy schedule
+	// reads a PollInterval after the last read.
+	var grid *pollGrid
+	if !hooks.LegacyScheduling(ctx) {
+		g := newPollGrid(r)
+		grid = &g
+	}
 	var (
 		last    *entry.RaceEntry // last record reported (an absence once a deletion is)
 		top     *entry.RaceEntry // the newest record reported
@@ -201,7 +209,7 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 			cb(ctx, Change{Kind: TermExpired, Entry: *last.Clone()})
 			continue
 		}
-		rec, err = w.next(ctx, wt, h, r, last, live)
+		rec, err = w.next(ctx, wt, h, r, grid, last, live)
 	}
 	return err
 }
@@ -229,16 +237,20 @@ func (w *WatchConfig) confirmAbsence(ctx context.Context, h *hook, r *rng, absen
 }
 
 // next waits for the next moment worth a look and returns the record then.
-func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, rec *entry.RaceEntry, live bool) (*entry.RaceEntry, error) {
+func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, grid *pollGrid, rec *entry.RaceEntry, live bool) (*entry.RaceEntry, error) {
 	if rec == nil {
 		rec = &entry.RaceEntry{ElectionNumber: entry.NoElections}
 	}
 	now := w.Clock.Now()
-	poll := w.PollInterval
-	if wt.n != nil {
-		poll *= pushedPollFactor
+	var until time.Time
+	switch {
+	case wt.n != nil:
+		until = now.Add(w.PollInterval * pushedPollFactor)
+	case grid != nil:
+		until = grid.next(now, w.PollInterval, watcherPollBand)
+	default:
+		until = now.Add(w.PollInterval)
 	}
-	until := now.Add(poll)
 	exists := rec.ElectionNumber != entry.NoElections
 	if live {
 		until = minTime(until, rec.TermExpiry)

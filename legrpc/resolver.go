@@ -16,6 +16,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/hooks"
 )
 
 // Scheme is the URI scheme of the targets a Builder resolves:
@@ -43,6 +44,13 @@ var ErrNoLeader = errors.New("legrpc: the election has no leader")
 // certificate against) unless the client sets grpc.WithAuthority.
 type Builder struct {
 	lookup func(name string) (leaderelection.WatchConfig, error)
+	// base, when set, gives resolvers' watches its values (see
+	// hooks.ResolverContext).
+	base context.Context
+}
+
+func init() {
+	hooks.ResolverContext = func(b any, ctx context.Context) { b.(*Builder).base = ctx }
 }
 
 // NewBuilder returns a Builder that resolves every target, whatever its name,
@@ -104,7 +112,11 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts res
 		}
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
+	base := context.Background()
+	if b.base != nil {
+		base = context.WithoutCancel(b.base)
+	}
+	ctx, cancel := context.WithCancel(base)
 	r.ctx, r.cancel = ctx, cancel
 	r.wg.Go(func() { r.refresh(ctx) })
 	r.wg.Go(func() {

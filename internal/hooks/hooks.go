@@ -22,3 +22,9 @@ func Rand(ctx context.Context) *rand.Rand {
 	r, _ := ctx.Value(randKey{}).(*rand.Rand)
 	return r
 }
+
+// ResolverContext, set by package legrpc, makes every resolver that the
+// *legrpc.Builder b builds watch under a context with ctx's values (not its
+// cancellation): the simulation hands a resolver's watcher its seeded source
+// (WithRand) this way. A source must then serve only one Build.
+var ResolverContext func(b any, ctx context.Context)

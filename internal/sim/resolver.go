@@ -12,6 +12,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/hooks"
 	"github.com/racedecider/leaderelection/legrpc"
 )
 
@@ -133,7 +134,12 @@ func (s *sim) startResolver(k int) *proc {
 	s.event(p.id, "resolver built (poll %v, clean %v)", sc.WatchPoll, p.clean)
 	target := resolver.Target{}
 	target.URL.Scheme, target.URL.Path = legrpc.Scheme, "/sim"
-	r, err := legrpc.NewBuilder(wc).Build(target, &recorder{p: p}, resolver.BuildOptions{})
+	// Its watcher's random choices (poll grid, retry jitter) come from the
+	// seed, as a candidate's do. (Its engine stream is that of the
+	// incarnation 2 it never has, as for its own reads above.)
+	b := legrpc.NewBuilder(wc)
+	hooks.ResolverContext(b, hooks.WithRand(context.Background(), incarnationRand(sc.Seed, slot, 2, engineStream)))
+	r, err := b.Build(target, &recorder{p: p}, resolver.BuildOptions{})
 	if err != nil {
 		s.violate("resolver", "%s: Build: %v", p, err)
 		close(p.done)
