@@ -67,8 +67,12 @@
 // first use and kept until Close; when it breaks, it is reconnected with
 // capped, jittered exponential backoff, and meanwhile WaitForChange fails at
 // once, so that candidates and watchers poll instead. Any role may NOTIFY any
-// channel, so a notification is only a hint: WaitForChange reads the row
-// after each one and never trusts the payload.
+// channel, so a notification is only a hint: the listener reads the row
+// after each one, never trusting the payload, and hands that one record to
+// every WaitForChange waiting in the process, so that a write costs one
+// read per process however many candidates and watchers it has. A waiter
+// whose token is the record last read, with no notification since, reads
+// nothing; any other token costs one read when it starts waiting.
 //
 // LISTEN needs a session of its own: connect the pool directly to PostgreSQL
 // or through a pooler in session mode. Behind a pooler in transaction mode

@@ -63,3 +63,28 @@ func PoolOf(d *Decider) *pgxpool.Pool { return d.pool }
 
 // TableOf returns d's table as New was given it.
 func TableOf(d *Decider) string { return strings.Join(d.table, ".") }
+
+// AwaitWaiters blocks until n WaitForChange calls wait on d's listener with
+// every read asked for answered, or ctx ends. Nothing signals a waiter's
+// arrival, so it looks every millisecond.
+func AwaitWaiters(ctx context.Context, d *Decider, n int) error {
+	l, err := d.listener()
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		l.mu.Lock()
+		ok := l.state == listening && l.waiters == n && l.asked == l.last.asOf
+		l.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}

@@ -43,14 +43,20 @@ func (b *backoff) next() time.Duration {
 
 // WaitForChange implements leaderelection.ChangeNotifier. It blocks until
 // the row's version is no longer token's, then returns the record as
-// ReadCurrent does. It reads the row once listening, and again after each
-// notification on the election's channel: a notification is a hint to read,
-// never trusted, since any role may NOTIFY any channel.
+// ReadCurrent does.
 //
 // The first call starts a listener on a connection of its own, taken from
-// the pool and kept until Close, and waits for it to listen. While that
-// connection is down (until it is back, with capped jittered backoff),
-// WaitForChange returns an error at once, so that the engine polls instead.
+// the pool and kept until Close, and waits for it to listen. The listener
+// reads the row once per notification on the election's channel, if anyone
+// waits, and hands that one record to every waiter in this process: a
+// notification is a hint to read, never trusted, since any role may NOTIFY
+// any channel. A waiter whose token is the record the listener last read,
+// with no notification since, reads nothing; any other token costs a read
+// begun after the call, shared with the waiters that arrive meanwhile.
+//
+// While the listener's connection is down (until it is back, with capped
+// jittered backoff), WaitForChange returns an error at once, so that the
+// engine polls instead.
 func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*entry.RaceEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: wait for a change of %s: %w", d.name, err)
@@ -59,20 +65,57 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 	if err != nil {
 		return nil, err
 	}
+	// want is the first read whose result answers this waiter: one begun
+	// after the call, or after the last read that found token. Zero until
+	// the listener listens.
+	var want uint64
+	defer func() {
+		if want != 0 {
+			ln.mu.Lock()
+			ln.waiters--
+			ln.mu.Unlock()
+		}
+	}()
 	for {
-		wake, err := ln.await(ctx)
-		if err != nil {
-			return nil, err
+		ln.mu.Lock()
+		state, err, since, wake := ln.state, ln.err, ln.since, ln.wake
+		var got readResult
+		switch {
+		case state != listening:
+		case want == 0:
+			ln.waiters++
+			if ln.vouches(token) {
+				want = ln.asked + 1
+			} else {
+				ln.askLocked()
+				want = ln.asked
+			}
+		case ln.last.asOf >= want:
+			got = ln.last
 		}
-		e, err := d.ReadCurrent(ctx)
-		if err != nil {
-			return nil, err
+		ln.mu.Unlock()
+		switch state {
+		case down:
+			return nil, fmt.Errorf("postgres: wait for a change of %s: no change notifications: the listener connection is down since %s (reconnecting): %w",
+				d.name, since.Format(time.RFC3339), err)
+		case stopped:
+			return nil, fmt.Errorf("postgres: wait for a change of %s: the Decider is closed", d.name)
 		}
-		if !e.Token.SameVersion(token) {
-			return e, nil
+		switch {
+		case got.err != nil:
+			return nil, got.err
+		case got.rec == nil:
+		case !got.rec.Token.SameVersion(token):
+			return got.rec.Clone(), nil
+		default:
+			// Unchanged: the next read after a notification answers.
+			want = got.asOf + 1
 		}
 		select {
 		case <-ctx.Done():
+			if state == connecting {
+				return nil, fmt.Errorf("postgres: wait for a change of %s: connecting the listener: %w", d.name, ctx.Err())
+			}
 			return nil, fmt.Errorf("postgres: wait for a change of %s: %w", d.name, ctx.Err())
 		case <-wake:
 		}
@@ -101,50 +144,100 @@ const (
 	stopped
 )
 
-// listener holds one connection that LISTENs on the election's channel and
-// wakes every waiter on each notification and each change of state.
+// listener holds one connection that LISTENs on the election's channel, and
+// reads the row for every waiter in this process: once per notification
+// while anyone waits, so that a notification costs one read however many
+// wait.
 type listener struct {
-	d      *Decider
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
+	d          *Decider
+	ctx        context.Context
+	cancel     context.CancelFunc
+	done       chan struct{} // run has returned
+	readerDone chan struct{} // reads has returned
+	kick       chan struct{} // tells reads that a read is asked for
 
 	mu    sync.Mutex
 	state listenState
 	err   error     // why it is down
 	since time.Time // when it went down
-	wake  chan struct{}
-	conn  *pgx.Conn // while listening; for tests
+	// wake is closed, and replaced, at each change of state and each read's
+	// result.
+	wake chan struct{}
+	conn *pgx.Conn // while listening; for tests
+	// waiters counts the WaitForChange calls under way: without any, a
+	// notification is only noted, not read.
+	waiters int
+	// asked counts the reasons to read since the listener started: each
+	// notification, each (re)connection (notifications may have been
+	// missed while it was down), each waiter whose token the last read
+	// does not vouch for. A read begun when asked was n answers every
+	// reason up to n.
+	asked uint64
+	last  readResult
+}
+
+// readResult is the outcome of the listener's latest read of the row.
+type readResult struct {
+	rec  *entry.RaceEntry // nil before the first read and on error
+	err  error
+	asOf uint64 // asked when the read began
 }
 
 func startListener(d *Decider) *listener {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &listener{d: d, ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{})}
+	l := &listener{
+		d: d, ctx: ctx, cancel: cancel,
+		done: make(chan struct{}), readerDone: make(chan struct{}), kick: make(chan struct{}, 1),
+		wake: make(chan struct{}),
+	}
 	go l.run()
+	go l.reads()
 	return l
 }
 
-// await waits for the first connection attempt to end, then returns a
-// channel closed at the next notification or change of state, or an error
-// while the listener is not listening.
-func (l *listener) await(ctx context.Context) (<-chan struct{}, error) {
-	for {
-		l.mu.Lock()
-		state, err, since, wake := l.state, l.err, l.since, l.wake
-		l.mu.Unlock()
-		switch state {
-		case listening:
-			return wake, nil
-		case down:
-			return nil, fmt.Errorf("postgres: wait for a change of %s: no change notifications: the listener connection is down since %s (reconnecting): %w",
-				l.d.name, since.Format(time.RFC3339), err)
-		case stopped:
-			return nil, fmt.Errorf("postgres: wait for a change of %s: the Decider is closed", l.d.name)
-		}
+// vouches reports whether the last read found token and nothing has asked
+// for a read since: a change after that read will be notified. Call with
+// l.mu held.
+func (l *listener) vouches(token entry.LeaderToken) bool {
+	return l.last.err == nil && l.last.rec != nil && l.last.asOf == l.asked && l.last.rec.Token.SameVersion(token)
+}
+
+// askLocked asks for a read begun from now on, and has one made if anyone
+// waits. Call with l.mu held.
+func (l *listener) askLocked() {
+	l.asked++
+	if l.waiters > 0 {
 		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("postgres: wait for a change of %s: connecting the listener: %w", l.d.name, ctx.Err())
-		case <-wake:
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// reads reads the row whenever a read is asked for and someone waits, one
+// read at a time: the reasons that arrive during a read are answered
+// together by the next one.
+func (l *listener) reads() {
+	defer close(l.readerDone)
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-l.kick:
+		}
+		for l.ctx.Err() == nil {
+			l.mu.Lock()
+			n, pending := l.asked, l.asked != l.last.asOf && l.waiters > 0
+			l.mu.Unlock()
+			if !pending {
+				break
+			}
+			e, err := l.d.ReadCurrent(l.ctx)
+			l.mu.Lock()
+			l.last = readResult{rec: e, err: err, asOf: n}
+			close(l.wake)
+			l.wake = make(chan struct{})
+			l.mu.Unlock()
 		}
 	}
 }
@@ -160,21 +253,25 @@ func (l *listener) set(state listenState, conn *pgx.Conn, err error) {
 		l.since = time.Now()
 	}
 	l.state, l.conn, l.err = state, conn, err
+	if state == listening {
+		// Notifications sent while it was not listening are lost.
+		l.askLocked()
+	}
 	close(l.wake)
 	l.wake = make(chan struct{})
 }
 
-// notify wakes every waiter.
+// notify asks for a read: the row may have changed.
 func (l *listener) notify() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	close(l.wake)
-	l.wake = make(chan struct{})
+	l.askLocked()
 }
 
 func (l *listener) stop() {
 	l.cancel()
 	<-l.done
+	<-l.readerDone
 	l.mu.Lock()
 	l.state, l.conn = stopped, nil
 	close(l.wake)

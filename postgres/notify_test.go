@@ -3,8 +3,14 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/faultproxy"
@@ -141,4 +147,107 @@ func TestClose(t *testing.T) {
 		t.Fatal("WaitForChange after Close succeeded")
 	}
 	faultproxy.MustRead(t, d) // the caller's pool still works
+}
+
+// readCounter is a pgx tracer counting the reads of the row (ReadCurrent's
+// statement) sent on a pool's connections: what the server saw.
+type readCounter struct{ n atomic.Int64 }
+
+func (c *readCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(data.SQL, "SELECT version, record") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (c *readCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestOneReadPerNotification has many waiters in one process wait on one
+// Decider: each write they are told of must cost one read in all, not one
+// per waiter, and waiting again on the record they were handed must cost
+// none.
+func TestOneReadPerNotification(t *testing.T) {
+	const waiters = 20
+	dsn := serverDSN(t)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := &readCounter{}
+	cfg.ConnConfig.Tracer = reads
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	table := freshTable(t, pool)
+	election := freshName("election")
+	d := newDecider(t, pool, table, election)
+	writer := newDecider(t, newPool(t, dsn, 1), table, election)
+	tok := faultproxy.MustWrite(t, writer, faultproxy.Record(0, "w0", entry.LeaderToken{}))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for round := 1; round <= 3; round++ {
+		before := reads.n.Load()
+		results := make([]<-chan waitResult, waiters)
+		for i := range results {
+			results[i] = waitAsync(ctx, d, tok)
+		}
+		if err := postgres.AwaitWaiters(ctx, d, waiters); err != nil {
+			t.Fatalf("round %d: waiting for %d waiters: %v", round, waiters, err)
+		}
+		entering := reads.n.Load() - before
+		id := fmt.Sprintf("w%d", round)
+		next := faultproxy.MustWrite(t, writer, faultproxy.Record(int64(round), id, tok))
+		for i, done := range results {
+			r := <-done
+			if r.err != nil || r.e.WriteID != id || !r.e.Token.SameVersion(next) {
+				t.Fatalf("round %d: waiter %d got %+v, %v; want %s", round, i, r.e, r.err, id)
+			}
+		}
+		total := reads.n.Load() - before
+		t.Logf("round %d: %d reads as %d waiters arrived, %d in all", round, entering, waiters, total)
+		// The first round's waiters arrive before anything was read (and
+		// share the reads they ask for, which no test can time); later
+		// ones wait on the record the listener handed them.
+		if round > 1 && entering != 0 {
+			t.Errorf("round %d: %d reads as %d waiters arrived on the record the last notification delivered; want none", round, entering, waiters)
+		}
+		if got := total - entering; got != 1 {
+			t.Errorf("round %d: one write woke %d waiters with %d reads; want 1", round, waiters, got)
+		}
+		tok = next
+	}
+}
+
+// TestWaitForChangeNewerToken checks that a waiter whose token is newer
+// than the record the listener last read (a write whose notification has
+// not arrived, here one sent none) is not handed that older record.
+func TestWaitForChangeNewerToken(t *testing.T) {
+	dsn := serverDSN(t)
+	admin := newPool(t, dsn, 2)
+	table := freshTable(t, admin)
+	election := freshName("election")
+	d := newDecider(t, newPool(t, dsn, 4), table, election)
+	tok1 := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
+	if err := postgres.AwaitListening(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	// The listener reads w0 for a waiter on the empty token.
+	if r := <-waitAsync(t.Context(), d, entry.LeaderToken{}); r.err != nil || !r.e.Token.SameVersion(tok1) {
+		t.Fatalf("WaitForChange(no record) = %+v, %v; want w0", r.e, r.err)
+	}
+	// A change without a notification: as if its notification were late.
+	exec(t, admin, "UPDATE "+pgx.Identifier{table}.Sanitize()+" SET version = version + 1 WHERE name = $1", election)
+	tok2 := faultproxy.MustRead(t, d).Token
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if r := <-waitAsync(ctx, d, tok2); !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForChange(the current version %s) = %+v, %v; want it to wait until its deadline", tok2.Version, r.e, r.err)
+	}
+	// The waiter's read found tok2: the older token is answered at once.
+	if r := <-waitAsync(t.Context(), d, tok1); r.err != nil || !r.e.Token.SameVersion(tok2) {
+		t.Fatalf("WaitForChange(%s) = %+v, %v; want version %s", tok1.Version, r.e, r.err, tok2.Version)
+	}
 }
