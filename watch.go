@@ -122,7 +122,9 @@ func (w *WatchConfig) Validate() error {
 //
 // With a Decider that pushes changes, Watch reads at start, on a push, and,
 // while no term is live, every 8 x PollInterval in case the channel went
-// silent; while the channel fails, it polls at PollInterval. Otherwise it reads every PollInterval, and
+// silent; while the channel fails, it polls at PollInterval. Otherwise it polls
+// at most PollInterval apart (up to a sixteenth sooner, on a schedule of its
+// own, so that watchers started together do not read in step), and
 // also right at TermExpiry, to tell an expiry from an extension it has not
 // seen yet. A record no newer than one already reported (a stale read, as some
 // stores and file systems serve) is not reported; a record that disappears is

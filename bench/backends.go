@@ -96,6 +96,9 @@ type backend struct {
 	profiled string
 	// tally counts lost tenures and throttled writes over every election.
 	tally tally
+	// legacy runs candidates and watchers on the schedule from before
+	// phased polls and the learning herd window (-legacy).
+	legacy bool
 }
 
 // transport returns the HTTP transport the store's client uses: tr, behind

@@ -39,8 +39,10 @@ type settings struct {
 	term, skew, poll, watchPoll time.Duration
 	latency                     time.Duration
 	reps, herd, steadyTerms     int
+	herdExpected                int // the herd's ExpectedCandidates (0: unset)
 	parallel                    int
 	quick                       bool
+	legacy                      bool // -legacy: each backend also on the old schedule
 	allBackends                 bool // -backend all
 	backends, scenarios         []string
 	jsonPath                    string
@@ -74,6 +76,8 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	fs.DurationVar(&s.latency, "latency", 5*time.Millisecond, "latency added to every request, half each way (on the emulators, on top of their own)")
 	fs.IntVar(&s.reps, "reps", 0, "repetitions per scenario (0: 10, or 3 with -quick)")
 	fs.IntVar(&s.herd, "herd", 50, "candidates in the herd scenario")
+	fs.IntVar(&s.herdExpected, "herd-expected", 0, "the herd's ExpectedCandidates (0: unset, so the herd window learns the herd)")
+	fs.BoolVar(&s.legacy, "legacy", false, `also run each backend on the schedule from before phased polls and the learning herd window, as "BACKEND legacy", for a before/after in one run`)
 	fs.IntVar(&s.steadyTerms, "steady-terms", 0, "terms measured in the steady-state scenario (0: 10, or 2 with -quick)")
 	fs.IntVar(&s.parallel, "parallel", 5, "elections run at once in the failover and pause scenarios")
 	fs.BoolVar(&s.quick, "quick", false, "fewer repetitions and steady-state terms")
@@ -157,8 +161,8 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	if s.term <= 2*s.skew {
 		errs = append(errs, fmt.Errorf("-term %v must be greater than 2 x -skew %v", s.term, s.skew))
 	}
-	if s.reps < 1 || s.herd < 2 || s.steadyTerms < 1 {
-		errs = append(errs, errors.New("-reps and -steady-terms must be at least 1, -herd at least 2"))
+	if s.reps < 1 || s.herd < 2 || s.steadyTerms < 1 || s.herdExpected < 0 {
+		errs = append(errs, errors.New("-reps and -steady-terms must be at least 1, -herd at least 2, -herd-expected not negative"))
 	}
 	if s.latency < 0 || s.poll < 0 || s.watchPoll <= 0 {
 		errs = append(errs, errors.New("latencies and poll intervals must not be negative"))
@@ -172,6 +176,9 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	s.scenarios, errs = parseList("scenario", scens, known, errs)
 	return s, errors.Join(errs...)
 }
+
+// legacySuffix names a backend's run on the legacy schedule (-legacy).
+const legacySuffix = " legacy"
 
 // run runs the benchmark: the table goes to stdout, progress to stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -195,13 +202,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			LatencyMs:        ms(s.latency),
 			Reps:             s.reps,
 			Herd:             s.herd,
+			HerdExpected:     s.herdExpected,
+			Legacy:           s.legacy,
 			SteadyTerms:      s.steadyTerms,
 			Parallel:         s.parallel,
 			Quick:            s.quick,
 			TargetsApplyNote: "targets are stated for 5 ms store latency, 2 s term, 100 ms MaxClockSkew",
 		},
 	}
+	var runs []string
 	for _, name := range s.backends {
+		runs = append(runs, name)
+		if s.legacy {
+			runs = append(runs, name+legacySuffix)
+		}
+	}
+	for _, run := range runs {
+		name, legacy := strings.CutSuffix(run, legacySuffix)
 		b, err := newBackend(ctx, name, s)
 		var noServer errNoServer
 		if errors.As(err, &noServer) && s.allBackends {
@@ -212,6 +229,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		if err != nil {
 			return err
+		}
+		if b.legacy = legacy; legacy {
+			name = run
+			b.desc += "; the schedule from before phased polls and the learning herd window"
 		}
 		res := BackendResult{Backend: name, Description: b.desc, Push: b.push}
 		for _, sc := range scenarios {

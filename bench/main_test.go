@@ -20,6 +20,15 @@ func TestQuickRunEmitsEveryScenario(t *testing.T) {
 	quickRun(t, "memory,memory-poll", "memory", "memory-poll")
 }
 
+// With -legacy each backend runs twice, the second time on the old schedule.
+func TestQuickRunLegacy(t *testing.T) {
+	rep := quickRun(t, "memory-poll -legacy", "memory-poll", "memory-poll legacy")
+	if !rep.Settings.Legacy || strings.Contains(rep.Backends[0].Description, "learning herd") || !strings.Contains(rep.Backends[1].Description, "learning herd") {
+		t.Errorf("legacy %v, descriptions %q and %q: want only the second run's to name the old schedule",
+			rep.Settings.Legacy, rep.Backends[0].Description, rep.Backends[1].Description)
+	}
+}
+
 // TestQuickRunOnServers does the same on each server backend whose server
 // is running.
 func TestQuickRunOnServers(t *testing.T) {
@@ -35,17 +44,19 @@ func TestQuickRunOnServers(t *testing.T) {
 	}
 }
 
-// quickRun runs every scenario on backends, tiny, and checks that each of
-// want has metrics for every scenario and no errors.
+// quickRun runs every scenario on backends (followed by any further flags),
+// tiny, and checks that each of want has metrics for every scenario and no
+// errors.
 func quickRun(t *testing.T, backends string, want ...string) *Report {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "results.json")
 	var stdout, stderr bytes.Buffer
-	args := []string{
+	backends, more, _ := strings.Cut(backends, " ")
+	args := append(strings.Fields(more),
 		"-backend", backends,
 		"-quick", "-reps", "2", "-steady-terms", "1", "-herd", "8",
 		"-term", "400ms", "-skew", "20ms", "-latency", "1ms", "-json", path,
-	}
+	)
 	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
@@ -153,6 +164,7 @@ func TestFlagErrors(t *testing.T) {
 		{"-backend", "nope"},
 		{"-scenarios", "nope"},
 		{"-term", "100ms", "-skew", "50ms"},
+		{"-herd-expected", "-1"},
 		{"stray"},
 	} {
 		var buf bytes.Buffer

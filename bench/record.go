@@ -11,6 +11,7 @@ import (
 	"time"
 
 	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/internal/hooks"
 
 	clocks "github.com/vimeo/go-clocks"
 )
@@ -211,6 +212,9 @@ func newCluster(ctx context.Context, cfg *settings, b *backend) (*cluster, error
 	inner, err := b.newStore(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if b.legacy {
+		ctx = hooks.WithLegacyScheduling(ctx)
 	}
 	return &cluster{
 		cfg:   cfg,

@@ -41,6 +41,8 @@ type Settings struct {
 	LatencyMs        float64 `json:"addedLatencyMs"`
 	Reps             int     `json:"reps"`
 	Herd             int     `json:"herd"`
+	HerdExpected     int     `json:"herdExpectedCandidates"` // 0: unset
+	Legacy           bool    `json:"legacy,omitempty"`
 	SteadyTerms      int     `json:"steadyTerms"`
 	Parallel         int     `json:"parallel"`
 	Quick            bool    `json:"quick"`

@@ -518,7 +518,7 @@ func runHerd(ctx context.Context, s *settings, b *backend) ([]Metric, error) {
 	tail := s.term / 8
 	var startup herdSample
 	samples, err := withCluster(ctx, s, b, func(c *cluster) ([]herdSample, error) {
-		c.expected = s.herd
+		c.expected = s.herdExpected
 		t0 := time.Now()
 		c.startN(s.herd)
 		tn, err := c.rec.next(ctx, s.patience())
@@ -561,10 +561,13 @@ func runHerd(ctx context.Context, s *settings, b *backend) ([]Metric, error) {
 	win := fmt.Sprintf("from the cancel to %v after the election", tail)
 	tm := metric("herd", "cancel to next OnElected", "ms", msStat(elect))
 	tm = tm.withTarget("median <= 50 ms", tm.Median <= 50)
-	if s.poll == 0 {
-		tm = tm.withNote(fmt.Sprintf("ExpectedCandidates %d, and the default PollInterval for it", s.herd))
-	} else {
-		tm = tm.withNote(fmt.Sprintf("ExpectedCandidates %d", s.herd))
+	switch {
+	case s.herdExpected == 0:
+		tm = tm.withNote("ExpectedCandidates unset")
+	case s.poll == 0:
+		tm = tm.withNote(fmt.Sprintf("ExpectedCandidates %d, and the default PollInterval for it", s.herdExpected))
+	default:
+		tm = tm.withNote(fmt.Sprintf("ExpectedCandidates %d", s.herdExpected))
 	}
 	wm := metric("herd", "writes to elect (incl. release)", "writes", statOf(writes)).withNote(win)
 	wm = wm.withTarget("<= 3", wm.Max <= 3)
