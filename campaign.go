@@ -47,7 +47,20 @@ func (c Config) Acquire(ctx context.Context) error {
 	}}
 	cd.retry = newBackoff(cd.rng, cd.TermLength/64, cd.TermLength/2)
 	cd.tenures = newBackoff(cd.rng, 2*cd.TermLength, 16*cd.TermLength)
-	cd.obs = newHook(cd.Observer, cd.Decider, cd.Observer != nil || cd.EnforceMaxClockSkew, cd.MaxClockSkew, 8*cd.TermLength, cd.log)
+	if ws, ok := c.Decider.(WriteSpacer); ok {
+		cd.spacing = max(ws.MinWriteInterval(), 0)
+	}
+	// Spacing writes needs the clock check too: it places the commit
+	// times the store reports on this host's clock (see writableAt).
+	cd.obs = newHook(cd.Observer, cd.Decider, cd.Observer != nil || cd.EnforceMaxClockSkew || cd.spacing > 0, cd.MaxClockSkew, 8*cd.TermLength, cd.log)
+	if cd.spacing > 0 {
+		if cd.TermLength < 4*cd.spacing {
+			// Extensions come every half term; with a retry each, they
+			// would outrun the store.
+			cd.log.Warn("TermLength is too short for this store's write rate: extensions may be throttled and terms lost; use at least 4 x its write interval",
+				"store", storeName(c.Decider), "term_length", cd.TermLength, "min_write_interval", cd.spacing)
+		}
+	}
 	err := cd.campaign(ctx)
 	if ctx.Err() != nil {
 		cd.releaseUnknownWrite(ctx)
@@ -128,6 +141,15 @@ type candidate struct {
 	// retry spaces out acquisition attempts that failed without a result;
 	// tenures spaces out tenures that OnElected ended early.
 	retry, tenures backoff
+	// spacing is the store's least time between writes to the record
+	// (WriteSpacer), 0 if it has none; version is the newest version of the
+	// record this candidate knows of, and versionAt when it learnt of it
+	// (after the store committed it).
+	spacing   time.Duration
+	version   entry.LeaderToken
+	versionAt time.Time
+	// slowWarned: the warning about writes too slow for the term was given.
+	slowWarned bool
 	// obs reports to the Observer and checks the clock; nil when neither
 	// is asked for.
 	obs *hook
@@ -199,6 +221,14 @@ func (cd *candidate) campaign(ctx context.Context) error {
 			jittered, cold = true, false
 			continue
 		}
+		if cd.Clock.Now().Before(cd.writableAt(rec.Token)) {
+			// Too soon for the store (see WriteSpacer). Every candidate
+			// that found the record free waits for the same moment, so
+			// draw over the herd window from then (spreadOut), and look
+			// again before writing.
+			jittered = false
+			continue
+		}
 		jittered = false
 		if cd.EnforceMaxClockSkew && cd.obs.tooFar(cd.Clock.Now()) {
 			// Not with this clock (see Config.EnforceMaxClockSkew):
@@ -230,7 +260,7 @@ func (cd *candidate) campaign(ctx context.Context) error {
 		if !won && next.Token.SameVersion(rec.Token) {
 			// Not applied and nothing changed (an unknown outcome that
 			// did not land, throttling): try again, but not at once.
-			if !cd.Clock.SleepFor(ctx, cd.retry.next()) {
+			if !cd.Clock.SleepFor(ctx, max(cd.retry.next(), cd.spacing)) {
 				return ctx.Err()
 			}
 			if next, err = cd.read(ctx); err != nil {
@@ -348,6 +378,11 @@ func (cd *candidate) nextPoll() time.Time {
 func (cd *candidate) spreadOut(ctx context.Context, rec *entry.RaceEntry, pushed, cold bool) (*entry.RaceEntry, error) {
 	off, w, j := cd.herdDraw()
 	start := cd.Clock.Now()
+	if at := cd.writableAt(rec.Token); start.Before(at) {
+		// The window opens when the store will take a write (see
+		// WriteSpacer), so that the herd's writes are spread from then.
+		start = at
+	}
 	cd.draw = draw{}
 	if cd.waiter.n != nil && (pushed || !cd.legacy) {
 		again, quiet, err := cd.waiter.wait(ctx, rec.Token, start.Add(j))
@@ -366,7 +401,7 @@ func (cd *candidate) spreadOut(ctx context.Context, rec *entry.RaceEntry, pushed
 		}
 		// The push channel failed, and the wait ran to the end of the
 		// draw (or a poll interval): read.
-	} else if !cd.Clock.SleepFor(ctx, j) {
+	} else if !cd.Clock.SleepUntil(ctx, start.Add(j)) {
 		return nil, ctx.Err()
 	}
 	next, err := cd.read(ctx)
@@ -495,6 +530,32 @@ func (cd *candidate) read(ctx context.Context) (*entry.RaceEntry, error) {
 	})
 }
 
+// noteVersion takes note that the store held the version tok at (or before)
+// at.
+func (cd *candidate) noteVersion(tok entry.LeaderToken, at time.Time) {
+	if !tok.SameVersion(cd.version) {
+		cd.version, cd.versionAt = tok, at
+	}
+}
+
+// writableAt is the earliest a write conditioned on tok may be sent without
+// outrunning the store's write rate (see WriteSpacer): the zero time if the
+// store has none, or tok is not the version this candidate knows of.
+func (cd *candidate) writableAt(tok entry.LeaderToken) time.Time {
+	if cd.spacing <= 0 || !tok.SameVersion(cd.version) {
+		return time.Time{}
+	}
+	// The store committed the version before this candidate learnt of it,
+	// often well before (a poll finds a change late): its commit time,
+	// placed on this host's clock by the offset the clock check bounds,
+	// says how much.
+	at := cd.versionAt
+	if c, ok := cd.obs.committedBy(tok.CommitTime, cd.Clock.Now()); ok && c.Before(at) {
+		at = c
+	}
+	return at.Add(cd.spacing)
+}
+
 // observe takes note of rec, the record the store holds: it reports a new
 // tenure to LeaderChanged, forgets pending writes that can no longer apply,
 // and remembers what deletion must not undo.
@@ -504,6 +565,7 @@ func (cd *candidate) read(ctx context.Context) (*entry.RaceEntry, error) {
 // disappearance is noticed: until then (plus MaxClockSkew) nothing counts as
 // free, whatever records come and go meanwhile.
 func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
+	cd.noteVersion(rec.Token, cd.Clock.Now())
 	kept := cd.pending[:0]
 	for _, p := range cd.pending {
 		if p.on.SameVersion(rec.Token) || p.writeID == rec.WriteID {

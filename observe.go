@@ -481,6 +481,21 @@ func (h *hook) tooFar(now time.Time) bool {
 	return h.offset.AtLeast() > h.skew/2
 }
 
+// committedBy returns the latest instant, on this host's clock, at which the
+// store can have committed a record whose commit time it reported as c, and
+// false if the clock check does not know (no check, no samples, no c): c
+// less the least offset the samples allow, plus c's precision.
+func (h *hook) committedBy(c, now time.Time) (time.Time, bool) {
+	if h == nil || h.clock == nil || c.IsZero() {
+		return time.Time{}, false
+	}
+	o := h.clock.bound(now)
+	if !o.Known() {
+		return time.Time{}, false
+	}
+	return c.Add(-o.Low + h.clock.precision), true
+}
+
 // errClockSkew is the error an ousting for clock skew reports.
 var errClockSkew = errors.New("leaderelection: this host's clock is further than MaxClockSkew/2 from the store's")
 

@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"context"
+	"time"
 
 	"github.com/racedecider/leaderelection/entry"
 )
@@ -74,4 +75,17 @@ type ChangeNotifier interface {
 	// changed. When ctx ends first it must return an error wrapping
 	// ctx.Err().
 	WaitForChange(ctx context.Context, token entry.LeaderToken) (*entry.RaceEntry, error)
+}
+
+// WriteSpacer is an optional capability of a RaceDecider whose store takes
+// only so many writes to one record: Cloud Storage answers 429 to more than
+// about one write per second to one object. Config.Acquire then sends no
+// write sooner than MinWriteInterval after it learnt of the record's current
+// version (which the store committed before that), so that every candidate
+// together keeps to the rate: an acquisition waits, then reads again before
+// writing, as another candidate may have written meanwhile; a release or an
+// extension waits when its term leaves time for it. A throttled write is
+// tried again no sooner than MinWriteInterval later.
+type WriteSpacer interface {
+	MinWriteInterval() time.Duration
 }

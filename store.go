@@ -107,6 +107,15 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 		return nil, false, ctx.Err()
 	}
 	t0 := cd.Clock.Now()
+	if at := cd.writableAt(next.Token); t0.Before(at) && at.Before(deadline.Add(-cd.TermLength/4)) {
+		// Too soon after the last write for the store (WriteSpacer), and
+		// the term leaves time to wait: an extension or a release right
+		// after another write. (Acquisitions have waited already.)
+		if !cd.Clock.SleepUntil(ctx, at) {
+			return nil, false, ctx.Err()
+		}
+		t0 = cd.Clock.Now()
+	}
 	if !t0.Before(deadline) {
 		return nil, false, context.DeadlineExceeded
 	}
@@ -123,6 +132,15 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 		cd.obs.sample(t0, t1, tok, true)
 		cd.rtt.add(took)
 		cd.writes.add(took)
+		cd.noteVersion(tok, t1)
+		if took > cd.TermLength/4 && !cd.slowWarned {
+			// Extensions are timed from the slowest recent writes, but
+			// a term whose extension can take half of what is left of
+			// it leaves no room for a retry.
+			cd.slowWarned = true
+			cd.log.Warn("a write took more than a quarter of TermLength: terms may be lost to one slow write; use a longer TermLength",
+				"store", storeName(cd.Decider), "took", took, "term_length", cd.TermLength)
+		}
 		next.Token = tok
 		cd.pending, cd.sentAt = nil, t0
 		return next, true, nil

@@ -134,7 +134,7 @@ func TestTransientErrors(t *testing.T) {
 		// maxAttempts is 4: three transient errors and a success.
 		d := newDecider(t, c, freshObject(t))
 		before := em.inject.uploadCount()
-		em.inject.queue(fault{status: http.StatusServiceUnavailable}, fault{status: http.StatusTooManyRequests},
+		em.inject.queue(fault{status: http.StatusServiceUnavailable}, fault{status: http.StatusInternalServerError},
 			fault{status: http.StatusRequestTimeout})
 		faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 		if n := em.inject.uploadCount() - before; n != 4 {
@@ -155,15 +155,19 @@ func TestTransientErrors(t *testing.T) {
 		}
 	})
 
-	t.Run("RefusedThenLost", func(t *testing.T) {
-		// 429: the server refused the attempt, so the following 412 is a
-		// genuine lost race.
+	t.Run("ThrottledNotRetried", func(t *testing.T) {
+		// 429: not applied, and another attempt within the object's write
+		// interval would be throttled too; the engine waits it out.
 		d := newDecider(t, c, freshObject(t))
-		faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
+		tok := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 		em.inject.queue(fault{status: http.StatusTooManyRequests})
-		_, err := d.WriteEntry(t.Context(), faultproxy.Record(0, "w-late", entry.LeaderToken{}))
-		if !errors.Is(err, entry.ErrRaceLost) {
-			t.Fatalf("429 then 412: %v; want ErrRaceLost", err)
+		before := em.inject.uploadCount()
+		_, err := d.WriteEntry(t.Context(), faultproxy.Record(1, "w1", tok))
+		if !errors.Is(err, entry.ErrThrottled) {
+			t.Fatalf("429: %v; want ErrThrottled", err)
+		}
+		if n := em.inject.uploadCount() - before; n != 1 {
+			t.Errorf("%d upload attempts for a throttled write, want 1", n)
 		}
 	})
 

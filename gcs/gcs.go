@@ -25,13 +25,26 @@
 // # Retries and ambiguous writes
 //
 // Reads are retried by the storage client, writes by WriteEntry itself, on
-// the errors the storage client deems transient (HTTP 408, 429 and 5xx,
-// connection resets, responses cut short), both with the same short
-// jittered backoff (100 ms at first, doubling) and at most maxAttempts (4)
-// attempts in all, or until ctx ends. What is still failing then is
-// returned, classified: a 429 wraps entry.ErrThrottled, so the election
-// engine backs off for longer instead of the call retrying until its
-// deadline. A 412 is never retried.
+// the errors the storage client deems transient (HTTP 408 and 5xx, and 429
+// on a read, connection resets, responses cut short), both with the same
+// short jittered backoff (100 ms at first, doubling) and at most maxAttempts
+// (4) attempts in all, or until ctx ends. What is still failing then is
+// returned, classified. A write answered 429 or 412 is never retried: a 429
+// wraps entry.ErrThrottled, and the election engine waits out the object's
+// write interval before it writes again.
+//
+// # Write rate
+//
+// Cloud Storage takes about one write per second to one object. The Decider
+// declares it (MinWriteInterval, leaderelection.WriteSpacer), and the engine
+// keeps all candidates' writes to one object at least that far apart: a
+// candidate that finds the record free waits until a second after its commit
+// time before it writes, and a leader's release waits for the second after
+// its last extension. Candidates that find the record free within a read
+// and a write of each other may still both write; the loser's write fails
+// its precondition (412), without changing the object. So a term needs at
+// least 4 seconds (the engine logs a warning below that); 15 s, the default,
+// costs 2 writes a term.
 //
 // # Errors
 //
@@ -147,7 +160,14 @@ type options struct {
 	predefinedACL string
 	acl           []storage.ACLRule
 	kmsKeyName    string
+	writeInterval time.Duration
 }
+
+// DefaultMinWriteInterval is the least time between writes to one object
+// that a Decider asks every candidate to keep (see WithMinWriteInterval):
+// Cloud Storage documents about one write per second to one object, and
+// answers 429 beyond it.
+const DefaultMinWriteInterval = time.Second
 
 // An Option configures a Decider.
 type Option func(*options)
@@ -175,6 +195,16 @@ func WithKMSKeyName(name string) Option {
 	return func(o *options) { o.kmsKeyName = name }
 }
 
+// WithMinWriteInterval sets the least time between two writes to the object
+// that the election engine keeps to, over all candidates together (see
+// leaderelection.WriteSpacer): DefaultMinWriteInterval unless set. Zero turns
+// the spacing off, for an emulator that does not throttle (fake-gcs-server)
+// with terms too short for it; against Cloud Storage, keep the default and a
+// TermLength of at least 4 seconds.
+func WithMinWriteInterval(d time.Duration) Option {
+	return func(o *options) { o.writeInterval = d }
+}
+
 var predefinedACLs = []string{
 	"authenticatedRead", "bucketOwnerFullControl", "bucketOwnerRead",
 	"private", "projectPrivate", "publicRead",
@@ -185,11 +215,14 @@ var predefinedACLs = []string{
 // storage.NewGRPCClient). The object need not exist: the first write creates
 // it. It reports an error naming any value that Cloud Storage would reject.
 func NewDecider(client *storage.Client, bucket, object string, opts ...Option) (*Decider, error) {
-	var o options
+	o := options{writeInterval: DefaultMinWriteInterval}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	var errs []error
+	if o.writeInterval < 0 {
+		errs = append(errs, fmt.Errorf("minimum write interval %v is negative", o.writeInterval))
+	}
 	if client == nil {
 		errs = append(errs, errors.New("storage client is nil"))
 	}
@@ -370,7 +403,10 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 			return entry.LeaderToken{Version: strconv.FormatInt(attrs.Generation, 10), CommitTime: commitTime(attrs)}, nil
 		}
 		c, why := classify(err, upload)
-		if c == raceLost || ctx.Err() != nil || !storage.ShouldRetry(err) || attempt == maxAttempts {
+		// Throttling is not retried here: another attempt within the
+		// second would only be throttled again, and the engine waits out
+		// MinWriteInterval before its next.
+		if c == raceLost || c == throttled || ctx.Err() != nil || !storage.ShouldRetry(err) || attempt == maxAttempts {
 			if c != unknown && unsure != nil && ctx.Err() == nil {
 				// This attempt was refused, perhaps because an earlier one
 				// was applied.
@@ -395,6 +431,11 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		}
 	}
 }
+
+// MinWriteInterval implements leaderelection.WriteSpacer: the engine sends no
+// write sooner than this after the last, so that the object's write rate is
+// kept (see WithMinWriteInterval).
+func (d *Decider) MinWriteInterval() time.Duration { return d.opts.writeInterval }
 
 // upload makes one upload attempt.
 func (d *Decider) upload(ctx context.Context, obj *storage.ObjectHandle, body []byte) (*storage.ObjectAttrs, error) {

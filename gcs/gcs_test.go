@@ -93,6 +93,7 @@ func TestNewDeciderValidates(t *testing.T) {
 		{"newline in object", c, "b-1", "a\nb", nil, `"a\nb"`},
 		{"dot object", c, "b-1", "..", nil, `".."`},
 		{"bad predefined ACL", c, "b-1", "o", []gcs.Option{gcs.WithPredefinedACL("everyone")}, `"everyone"`},
+		{"negative write interval", c, "b-1", "o", []gcs.Option{gcs.WithMinWriteInterval(-time.Second)}, "-1s is negative"},
 		{"both ACL kinds", c, "b-1", "o", []gcs.Option{
 			gcs.WithPredefinedACL("private"),
 			gcs.WithACL(storage.ACLRule{Entity: storage.AllUsers, Role: storage.RoleReader}),
@@ -119,6 +120,14 @@ func TestNewDeciderValidates(t *testing.T) {
 	}
 	if d.String() != "gs://my.bucket_1/a/b c/ü" {
 		t.Errorf("String() = %q", d.String())
+	}
+	// Cloud Storage's rate for one object, declared to the engine.
+	var ws leaderelection.WriteSpacer = d
+	if got := ws.MinWriteInterval(); got != time.Second {
+		t.Errorf("MinWriteInterval() = %v, want 1s by default", got)
+	}
+	if d, _ := gcs.NewDecider(c, "b-1", "o", gcs.WithMinWriteInterval(0)); d.MinWriteInterval() != 0 {
+		t.Errorf("WithMinWriteInterval(0) gave %v", d.MinWriteInterval())
 	}
 }
 

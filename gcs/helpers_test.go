@@ -95,7 +95,9 @@ func freshObject(t *testing.T) string {
 
 func newDecider(t *testing.T, c *storage.Client, object string, opts ...gcs.Option) *gcs.Decider {
 	t.Helper()
-	d, err := gcs.NewDecider(c, testBucket, object, opts...)
+	// fake-gcs-server does not throttle, and the tests' terms are shorter
+	// than Cloud Storage's write rate allows (see TestWriteInterval).
+	d, err := gcs.NewDecider(c, testBucket, object, append([]gcs.Option{gcs.WithMinWriteInterval(0)}, opts...)...)
 	if err != nil {
 		t.Fatalf("NewDecider: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/storage"
 
@@ -14,20 +15,22 @@ import (
 // Scheme is the URL scheme this package registers with
 // leaderelection.RegisterScheme:
 //
-//	gs://BUCKET/OBJECT[?kms_key_name=K&predefined_acl=A]
+//	gs://BUCKET/OBJECT[?kms_key_name=K&predefined_acl=A&min_write_interval=D]
 //
 // leaderelection.OpenDecider makes a client with storage.NewClient and
 // Application Default Credentials (honouring STORAGE_EMULATOR_HOST), which
 // lives as long as the process. The object name is the URL's path without
-// its leading slash, percent-decoded. kms_key_name sets WithKMSKeyName and
-// predefined_acl WithPredefinedACL; no other query parameter is accepted.
+// its leading slash, percent-decoded. kms_key_name sets WithKMSKeyName,
+// predefined_acl WithPredefinedACL and min_write_interval (a Go duration,
+// "0" for an emulator) WithMinWriteInterval; no other query parameter is
+// accepted.
 // For any other client setting, call NewDecider with a client of your own.
 const Scheme = "gs"
 
 func init() {
 	leaderelection.RegisterScheme(Scheme, leaderelection.URLOpener{
 		Open:   openURL,
-		Params: []string{"kms_key_name", "predefined_acl"},
+		Params: []string{"kms_key_name", "min_write_interval", "predefined_acl"},
 		Form:   "gs://BUCKET/OBJECT",
 	})
 }
@@ -49,6 +52,13 @@ func openURL(ctx context.Context, u *url.URL) (leaderelection.RaceDecider, error
 	}
 	if a := q.Get("predefined_acl"); a != "" {
 		opts = append(opts, WithPredefinedACL(a))
+	}
+	if v := q.Get("min_write_interval"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: min_write_interval %q is not a duration such as 1s or 0", leaderelection.ErrBadURL, v)
+		}
+		opts = append(opts, WithMinWriteInterval(d))
 	}
 	// The client outlives this call: it must not end with ctx.
 	client, err := storage.NewClient(context.WithoutCancel(ctx))

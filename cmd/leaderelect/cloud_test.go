@@ -49,7 +49,16 @@ func TestGSURL(t *testing.T) {
 	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "elections"})
 	u, _ := url.Parse(srv.URL())
 	t.Setenv("STORAGE_EMULATOR_HOST", u.Host)
-	checkStoreURL(t, "gs://elections/jobs/report%20sender")
+	checkStoreURL(t, "gs://elections/jobs/report%20sender?min_write_interval=0")
+	for rawURL, want := range map[string]time.Duration{"gs://elections/a": time.Second, "gs://elections/a?min_write_interval=250ms": 250 * time.Millisecond} {
+		d, err := leaderelection.OpenDecider(t.Context(), rawURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ws, ok := d.(leaderelection.WriteSpacer); !ok || ws.MinWriteInterval() != want {
+			t.Errorf("%s: Decider %T, want a WriteSpacer with interval %v", rawURL, d, want)
+		}
+	}
 }
 
 // TestS3URL also checks the errors for bad s3 and gs URLs.
@@ -79,7 +88,8 @@ func TestS3URL(t *testing.T) {
 		{"s3://elections", "no key"},
 		{"s3:///k", "no bucket"},
 		{"gs://b", "no object name"},
-		{"gs://b/o?acl=x", "gs URLs accept: kms_key_name, predefined_acl"},
+		{"gs://b/o?acl=x", "gs URLs accept: kms_key_name, min_write_interval, predefined_acl"},
+		{"gs://b/o?min_write_interval=soon", `min_write_interval "soon"`},
 		{"gs://b/o?predefined_acl=everyone", `predefined ACL "everyone"`},
 	} {
 		var stdout, stderr bytes.Buffer
