@@ -164,7 +164,7 @@ func newShapedBackend(ctx context.Context, name string, s *settings, shape func(
 			srv.Stop()
 		}
 		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
-			return gcs.NewDecider(client, emulatorBucket, fmt.Sprintf("bench/election-%d", seq.Add(1)))
+			return gcs.NewDecider(client, emulatorBucket, fmt.Sprintf("bench/election-%d", seq.Add(1)), gcs.WithMinWriteInterval(s.writeInterval))
 		}
 	case "s3":
 		mem := s3mem.New()

@@ -43,9 +43,13 @@ type settings struct {
 	parallel                    int
 	quick                       bool
 	legacy                      bool // -legacy: each backend also on the old schedule
-	allBackends                 bool // -backend all
-	backends, scenarios         []string
-	jsonPath                    string
+	// writeInterval is what the gcs backend declares as the store's write
+	// rate (gcs.WithMinWriteInterval): 0 on loopback, where the emulator
+	// takes any rate; a profile's limit with -profile.
+	writeInterval       time.Duration
+	allBackends         bool // -backend all
+	backends, scenarios []string
+	jsonPath            string
 
 	// The cloud profile runs (-profile): which profiles and sizing rows,
 	// the time scale (0: each row's own), how many combinations run at

@@ -46,11 +46,11 @@ var serverScales = map[string]float64{"default": 0.25, "quick": 0.25, "cheap": 0
 // them.
 var cloudProfiles = []cloudProfile{
 	{
-		// The gcs backend retries a 429 itself after 100 ms, 200 ms and
-		// 400 ms, which no time scale shortens: at 1/10 those pauses
-		// would weigh ten times as much against the term and the 1 s
-		// between writes as they do in production. So Cloud Storage runs
-		// closer to real speed.
+		// The gcs backend retries failed requests itself after 100 ms,
+		// 200 ms and 400 ms (not a write's 429 any more), which no time
+		// scale shortens: at 1/10 those pauses would weigh ten times as
+		// much against the term and the 1 s between writes as they do in
+		// production. So Cloud Storage runs closer to real speed.
 		scales: map[string]float64{"default": 0.5, "quick": 1, "cheap": 0.1},
 		name:   "gcs", backend: "gcs", store: faultproxy.GCS,
 		profile: faultproxy.Profile{
@@ -228,6 +228,17 @@ func (m PMetric) withNote(n string) PMetric {
 type profileCombo struct {
 	cp  cloudProfile
 	row sizingRow
+	// legacy: the old schedule, and no write rate declared to the engine
+	// (-legacy), for a before/after in one run.
+	legacy bool
+}
+
+// name is the profile's name in the results.
+func (c profileCombo) name() string {
+	if c.legacy {
+		return c.cp.name + legacySuffix
+	}
+	return c.cp.name
 }
 
 // runProfiles runs every profile asked for at every sizing row asked for,
@@ -253,7 +264,10 @@ func runProfiles(ctx context.Context, s *settings, args []string, stdout, stderr
 		})
 		for _, row := range sizingRows {
 			if slices.Contains(s.sizings, row.name) {
-				combos = append(combos, profileCombo{cp, row})
+				combos = append(combos, profileCombo{cp: cp, row: row})
+				if s.legacy {
+					combos = append(combos, profileCombo{cp: cp, row: row, legacy: true})
+				}
 			}
 		}
 	}
@@ -277,12 +291,12 @@ func runProfiles(ctx context.Context, s *settings, args []string, stdout, stderr
 			defer mu.Unlock()
 			if err != nil {
 				// The others' results are still worth printing.
-				err = fmt.Errorf("%s/%s: %w", c.cp.name, c.row.name, err)
+				err = fmt.Errorf("%s/%s: %w", c.name(), c.row.name, err)
 				failed = errors.Join(failed, err)
-				res = ProfileResult{Profile: c.cp.name, Sizing: c.row.name, TermMs: ms(c.row.term), SkewMs: ms(c.row.skew), Errors: []string{err.Error()}}
+				res = ProfileResult{Profile: c.name(), Sizing: c.row.name, TermMs: ms(c.row.term), SkewMs: ms(c.row.skew), Errors: []string{err.Error()}}
 			}
 			results[i] = res
-			fmt.Fprintf(stderr, "%s/%s done in %.0f s\n", c.cp.name, c.row.name, time.Since(t0).Seconds())
+			fmt.Fprintf(stderr, "%s/%s done in %.0f s\n", c.name(), c.row.name, time.Since(t0).Seconds())
 		})
 	}
 	wg.Wait()
@@ -322,6 +336,11 @@ func runCombo(ctx context.Context, base *settings, c profileCombo, stderr io.Wri
 	s.latency = 0
 	s.parallel = 5
 	prof := c.cp.profile.Scaled(f)
+	if lim := prof.WriteLimit; lim.Rate > 0 && lim.Burst <= 1 && !c.legacy {
+		// The store's rate, declared to the engine as its Decider would
+		// declare the real one's (gcs.DefaultMinWriteInterval).
+		s.writeInterval = time.Duration(float64(time.Second) / lim.Rate)
+	}
 	var seed uint64 = 1
 	shape := func(next http.RoundTripper) *faultproxy.Shaper {
 		seed++
@@ -332,18 +351,19 @@ func runCombo(ctx context.Context, base *settings, c profileCombo, stderr io.Wri
 		return ProfileResult{}, err
 	}
 	defer b.close()
+	b.legacy = c.legacy
 	if b.shaper == nil {
 		return ProfileResult{}, fmt.Errorf("backend %s has no HTTP transport to shape", c.cp.backend)
 	}
 	b.tally.window = sc(time.Second)
 	poll := s.candidatePoll()
 	res := ProfileResult{
-		Profile: c.cp.name, Sizing: c.row.name, Scale: f,
+		Profile: c.name(), Sizing: c.row.name, Scale: f,
 		TermMs: ms(c.row.term), SkewMs: ms(c.row.skew),
 		PollMs: ms(poll) / f, WatchPollMs: ms(s.watchPoll) / f,
 		Description: b.desc,
 	}
-	tag := c.cp.name + "/" + c.row.name
+	tag := c.name() + "/" + c.row.name
 	var lostIn []string // where tenures were lost without a crash
 	step := func(name string, fn func() error) {
 		if ctx.Err() != nil {

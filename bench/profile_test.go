@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,13 +67,13 @@ func TestThrottledAnswers(t *testing.T) {
 }
 
 // TestQuickProfileRun runs two in-process profiles at one sizing row, tiny,
-// and checks the JSON holds every figure for each. Figures are printed, never
-// asserted.
+// each also on the legacy schedule, and checks the JSON holds every figure
+// for each. Figures are printed, never asserted.
 func TestQuickProfileRun(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "profiles.json")
 	var stdout, stderr bytes.Buffer
 	args := []string{"-profile", "gcs,s3express", "-sizing", "quick", "-quick", "-scale", "0.05",
-		"-soak-terms", "4", "-json", path}
+		"-soak-terms", "4", "-legacy", "-json", path}
 	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
@@ -84,8 +85,13 @@ func TestQuickProfileRun(t *testing.T) {
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatalf("invalid JSON: %v", err)
 	}
-	if len(rep.Results) != 2 || len(rep.Profiles) != 2 {
-		t.Fatalf("%d results, %d profiles; want 2 and 2", len(rep.Results), len(rep.Profiles))
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, r.Profile)
+	}
+	slices.Sort(got)
+	if want := []string{"gcs", "gcs legacy", "s3express", "s3express legacy"}; !slices.Equal(got, want) || len(rep.Profiles) != 2 {
+		t.Fatalf("results for %q, %d profiles; want %q and 2", got, len(rep.Profiles), want)
 	}
 	for _, r := range rep.Results {
 		if len(r.Errors) > 0 {
