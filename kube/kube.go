@@ -151,8 +151,9 @@ func (d *Decider) readMissing(ctx context.Context) (*entry.RaceEntry, error) {
 // WriteEntry implements leaderelection.RaceDecider: a create when
 // rentry.Token is zero, otherwise an update conditioned on the
 // resourceVersion in rentry.Token. The update starts from the Lease as last
-// read or written (one GET first if this Decider has not seen that version),
-// so that fields and annotations it does not own are kept.
+// read or written, or as the watch last delivered it (one GET first if this
+// Decider has not seen that version), so that fields and annotations it does
+// not own are kept.
 func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entry.LeaderToken, error) {
 	if err := ctx.Err(); err != nil {
 		return entry.LeaderToken{}, fmt.Errorf("kube: write %s: %w", d.name, err)
@@ -173,10 +174,8 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		return token(out), nil
 	}
 
-	d.mu.Lock()
-	prev := d.last
-	d.mu.Unlock()
-	if prev == nil || prev.ResourceVersion != rentry.Token.Version {
+	prev := d.seen(rentry.Token.Version)
+	if prev == nil {
 		// A token this Decider did not see (another Decider's, or an
 		// older one): fetch the Lease to write over. If it is no longer
 		// that version, the write would lose anyway.
@@ -206,6 +205,28 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	}
 	d.remember(out)
 	return token(out), nil
+}
+
+// seen returns the Lease at resourceVersion rv if this Decider has it: as
+// last read or written, or as its watch delivered it last (a candidate woken
+// by a pushed release writes over that, without a GET on the hand-over's
+// critical path). Nil otherwise. The result is shared: copy it to modify it.
+func (d *Decider) seen(rv string) *coordinationv1.Lease {
+	d.mu.Lock()
+	last, w := d.last, d.w
+	d.mu.Unlock()
+	if last != nil && last.ResourceVersion == rv {
+		return last
+	}
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.lease != nil && w.lease.ResourceVersion == rv {
+		return w.lease
+	}
+	return nil
 }
 
 // token is the LeaderToken of l. CommitTime stays zero: the API server

@@ -122,3 +122,45 @@ func TestWaitForChangeSeesDeletion(t *testing.T) {
 		t.Fatalf("WaitForChange across a deletion returned %+v, want no record", e)
 	}
 }
+
+// TestWriteOverPushedLease has a candidate woken by a pushed release write
+// over the Lease the watch delivered: a GET there would add a round trip to
+// every hand-over.
+func TestWriteOverPushedLease(t *testing.T) {
+	cfg := adminConfig(t)
+	name := freshLease()
+	sent := &requests{}
+	candidate := newDecider(t, sent.counting(cfg), name)
+	leader := newDecider(t, cfg, name)
+	tok, err := leader.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, Term: 1, LeaderID: "a", WriteID: "w0", TermExpiry: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first wait starts the watch; the token it waits on is its own.
+	if _, err := candidate.WaitForChange(t.Context(), entry.LeaderToken{}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *entry.RaceEntry, 1)
+	go func() {
+		e, err := candidate.WaitForChange(t.Context(), tok)
+		if err != nil {
+			t.Errorf("WaitForChange: %v", err)
+		}
+		done <- e
+	}()
+	rel, err := leader.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 2, Term: 1, LeaderID: "a", WriteID: "w1", Released: true, TermExpiry: time.Now(), Token: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushed := <-done
+	if pushed == nil || !pushed.Released || !pushed.Token.SameVersion(rel) {
+		t.Fatalf("WaitForChange across the release = %+v; want the release at %s", pushed, rel.Version)
+	}
+	gets := sent.count(kindGet)
+	if _, err := candidate.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 3, Term: 3, LeaderID: "b", WriteID: "w2", TermExpiry: time.Now().Add(time.Minute), Token: pushed.Token}); err != nil {
+		t.Fatalf("writing over the pushed release: %v", err)
+	}
+	if n := sent.count(kindGet) - gets; n != 0 {
+		t.Errorf("writing over the Lease the watch delivered sent %d GETs; want none (%v)", n, sent)
+	}
+}
