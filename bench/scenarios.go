@@ -357,7 +357,11 @@ func observerSamples(ctx context.Context, s *settings, b *backend, parallel int)
 		return withCluster(ctx, s, b, func(c *cluster) (observerSample, error) {
 			var res observerSample
 			early := c.watch("early")
-			if err := sleep(ctx, max(s.term/20, 4*b.latency)); err != nil {
+			// A random part of a watcher poll more, so that the first
+			// election does not fall at one place in the early
+			// watcher's schedule, as it would if the watcher polled a
+			// fixed while after its start.
+			if err := sleep(ctx, max(s.term/20, 4*b.latency)+uniform(0, s.watchPoll)); err != nil {
 				return res, err
 			}
 			c.startN(3)
