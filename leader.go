@@ -82,8 +82,17 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 	var after *entry.RaceEntry // the record another writer stored, if one did
 	skewed := false            // stepping down for EnforceMaxClockSkew
 	for {
-		if skewed = cd.EnforceMaxClockSkew && cd.obs.tooFar(cd.Clock.Now()); skewed {
-			cd.log.Error("this host's clock is too far from the store's: stepping down", "term", cur.Term, "offset", cd.obs.offset.String(), "max_clock_skew", cd.MaxClockSkew)
+		if cd.EnforceMaxClockSkew && cd.obs.tooFar(cd.Clock.Now()) {
+			// Step down a nanosecond later, as the extension below
+			// waits: the write that won the term usually brings the
+			// sample that shows the clock too far, so an OnElected that
+			// returns at once does so at this very instant. It is seen
+			// first (a release, then a pause before campaigning again),
+			// so that the tenure's end does not hang on which of the two
+			// goroutines ran first.
+			if skewed = cd.Clock.SleepFor(electedCtx, time.Nanosecond); skewed {
+				cd.log.Error("this host's clock is too far from the store's: stepping down", "term", cur.Term, "offset", cd.obs.offset.String(), "max_clock_skew", cd.MaxClockSkew)
+			}
 			break
 		}
 		// Never at the very instant of the last step (a slow store puts

@@ -138,6 +138,8 @@ const (
 	OustRefused OustReason = "refused"
 	// OustClockSkew: with Config.EnforceMaxClockSkew, this host learnt
 	// that its clock is too far from the store's; the term was released.
+	// An OnElected that returns at the instant this is learnt ends the
+	// tenure first (OustReleased).
 	OustClockSkew OustReason = "clock_skew"
 )
 

@@ -274,6 +274,8 @@ func TestEnforceMaxClockSkewStepsDown(t *testing.T) {
 				if first.ID != "skewed" {
 					t.Fatalf("elected %s, want the only candidate", first.ID)
 				}
+				// It steps down a nanosecond after learning it (see lead).
+				time.Sleep(time.Millisecond)
 				synctest.Wait()
 				o := rec.of(leaderelection.EventOusted)
 				if len(o) != 1 || o[0].Reason != leaderelection.OustClockSkew {
@@ -297,6 +299,30 @@ func TestEnforceMaxClockSkewStepsDown(t *testing.T) {
 				}
 				stopSkewed()
 			})
+		})
+	}
+}
+
+// TestEnforceMaxClockSkewTieWithOnElected: the write that wins the term
+// shows the clock too far, and OnElected returns at that same instant. The
+// tenure's end must not hang on which goroutine ran first: OnElected's
+// return is seen first, every time (a release, not a step-down for skew).
+func TestEnforceMaxClockSkewTieWithOnElected(t *testing.T) {
+	for i := range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			oddStart()
+			rec := &recorder{}
+			cfg := baseConfig(memory.NewDecider(), "skewed", nil, skewclock.New(clocks.DefaultClock(), 700*time.Millisecond))
+			cfg.Observer, cfg.EnforceMaxClockSkew = rec, true
+			cfg.OnElected = func(context.Context, *leaderelection.TimeView) {}
+			stop := runCandidate(t, cfg)
+			time.Sleep(term)
+			synctest.Wait()
+			o := rec.of(leaderelection.EventOusted)
+			if len(o) == 0 || o[0].Reason != leaderelection.OustReleased {
+				t.Errorf("run %d: ousted events %+v, want the first for a release", i, o)
+			}
+			stop()
 		})
 	}
 }

@@ -213,8 +213,11 @@
 // apart; a stall catches every goroutine that reads the clock at its instant;
 // a call ended by its context reports the same error whether a deadline or a
 // cancellation due at that instant came first; and a reaped process's last
-// steps are not recorded. The history's digest treats the events of one
-// instant as a set. TestReplay runs seeds twice and requires the same
+// steps are not recorded. The engine does its part: a leader extends, or
+// steps down for clock skew, a nanosecond after the instant that calls for
+// it, so that an OnElected returning at that instant is seen first. The
+// history's digest treats the events of one instant as a set. TestReplay
+// runs seeds twice (EnforceMaxClockSkew ones too) and requires the same
 // events at the same instants, and each negative control reruns the seed
 // that caught it.
 //
