@@ -40,6 +40,9 @@ func (c Config) Acquire(ctx context.Context) error {
 		legacy: hooks.LegacyScheduling(ctx), probe: hooks.HerdProbe(ctx)}
 	cd.herd = newHerd(cd.ExpectedCandidates, cd.legacy)
 	cd.grid = newPollGrid(cd.rng)
+	if hooks.SharedPollGrid(ctx) {
+		cd.grid = sharedPollGrid(cd.rng)
+	}
 	cd.log = cd.Logger.With("leader_id", cd.LeaderID)
 	n, _ := c.Decider.(ChangeNotifier)
 	cd.waiter = waiter{clock: cd.Clock, n: n, poll: cd.PollInterval, onPushErr: func(err error) {

@@ -28,12 +28,26 @@ import "time"
 // know the others' phases. What the grid removes is the in-step case, which
 // is far worse than independent phases.
 
-// pollGrid is one waiter's poll schedule, as shares so that it follows the
-// poll interval when that changes: the period is the interval less a share
-// of a band below it, the phase a share of the period.
+// pollGrid is one waiter's poll schedule. Its grid (period and phase) is
+// drawn anew for each span of gridSpan poll intervals on the clock, from the
+// waiter's seed and the span's number: two waiters whose periods happen to be
+// almost equal would otherwise stay in step for as long as they wait once a
+// common wake-up aligned them, where now they part at the next span at the
+// latest. A zero seed gives every waiter the same grid, but for a nudge (see
+// hooks.WithSharedPollGrid).
 type pollGrid struct {
-	period, phase float64 // in [0, 1)
+	seed uint64
+	// nudge moves the shared grid (zero seed) by less than a tenth of a
+	// millisecond, so that pollers sharing it read in step, but never at
+	// the very same instant (an order-free replay needs that).
+	nudge time.Duration
 }
+
+// gridSpan is how many poll intervals one drawn grid lasts: long enough that
+// the hand-over from one grid to the next, which can bring two polls closer
+// than a period, costs few reads (about 3 % more), short enough that two
+// waiters that fall in step part within that many polls.
+const gridSpan = 16
 
 // The bands periods are drawn from, as shares of the poll interval. A waiting
 // candidate's polls come up to an eighth early: a candidate reads at most
@@ -48,14 +62,62 @@ const (
 	watcherPollBand   = 1.0 / 16
 )
 
-// newPollGrid draws a waiter's schedule.
-func newPollGrid(r *rng) pollGrid { return pollGrid{period: r.fraction(), phase: r.fraction()} }
+// sharedPollGrid is the grid every waiter shares under
+// hooks.WithSharedPollGrid, nudged by a draw of r.
+func sharedPollGrid(r *rng) pollGrid {
+	return pollGrid{nudge: time.Duration(r.fraction() * float64(50*time.Microsecond))}
+}
 
-// next is the first poll of g strictly after t, for polls at most interval
-// apart and at least interval x (1 - band).
+// newPollGrid draws a waiter's schedule.
+func newPollGrid(r *rng) pollGrid {
+	seed := uint64(r.fraction() * (1 << 53))
+	return pollGrid{seed: seed | 1}
+}
+
+// next is the first poll of g strictly after t: on the grid of the span t
+// is in, or, once that grid has no poll left in the span, the first of the
+// next span's, but never more than interval after t. Polls on one grid are a
+// period apart (at most interval, at least interval x (1 - band)); only where
+// one span's grid hands over to the next can two come closer, once a span.
 func (g pollGrid) next(t time.Time, interval time.Duration, band float64) time.Time {
-	period := interval - time.Duration(g.period*band*float64(interval))
-	return nextPoll(t, period, time.Duration(g.phase*float64(period)))
+	if interval <= 0 {
+		return t
+	}
+	span := gridSpan * int64(interval)
+	k := floorDiv(t.UnixNano(), span)
+	n := g.after(k, t, interval, band)
+	if end := time.Unix(0, (k+1)*span); !n.Before(end) {
+		n = minTime(g.after(k+1, end.Add(-1), interval, band), t.Add(interval))
+	}
+	return n
+}
+
+// after is the first instant of span k's grid strictly after t.
+func (g pollGrid) after(k int64, t time.Time, interval time.Duration, band float64) time.Time {
+	if g.seed == 0 {
+		return nextPoll(t, interval, g.nudge)
+	}
+	x := splitmix(g.seed ^ uint64(k)*0x9e3779b97f4a7c15)
+	p, f := float64(x>>11)/(1<<53), float64(splitmix(x)>>11)/(1<<53)
+	period := interval - time.Duration(p*band*float64(interval))
+	return nextPoll(t, period, time.Duration(f*float64(period)))
+}
+
+// splitmix is SplitMix64's mixing step: a well-spread hash of x.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// floorDiv is a / b rounded down (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
 }
 
 // nextPoll returns the first instant strictly after t of the grid phase + k x

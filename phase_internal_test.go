@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -34,13 +35,17 @@ func TestNextPollIsOnTheGrid(t *testing.T) {
 }
 
 // Two waiters whose polls fall together once drift apart: their periods
-// differ, so a coincidence lasts a few polls at most. Candidates that read at
-// the same moment (a common wake-up) poll at independent instants next.
+// differ, so a coincidence lasts a few polls at most, and the grids are drawn
+// anew every gridSpan intervals, so that even two almost equal periods part.
+// Candidates that read at the same moment (a common wake-up) poll at
+// independent instants next. Polls are at most an interval apart, and closer
+// than a grid's shortest period only where one span's grid hands over to the
+// next.
 func TestPollGridsDoNotStayInStep(t *testing.T) {
 	const interval = 500 * time.Millisecond
 	r := newRNG(rand.New(rand.NewPCG(3, 4)))
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	const n, polls = 20, 40
+	const n, polls = 200, 4 * gridSpan
 	grids := make([]pollGrid, n)
 	at := make([][]time.Time, n)
 	for i := range grids {
@@ -51,31 +56,41 @@ func TestPollGridsDoNotStayInStep(t *testing.T) {
 			at[i] = append(at[i], t0)
 		}
 	}
+	longest := 0
 	for i := range n {
+		short := 0
 		for k := 1; k < polls; k++ {
-			if gap := at[i][k].Sub(at[i][k-1]); gap > interval || gap < interval-interval/8 {
-				t.Fatalf("waiter %d: polls %v apart, want within [%v, %v]", i, gap, interval-interval/8, interval)
+			gap := at[i][k].Sub(at[i][k-1])
+			if gap > interval || gap <= 0 {
+				t.Fatalf("waiter %d: polls %v apart, want at most %v", i, gap, interval)
+			}
+			if gap < interval-interval/8 {
+				short++
 			}
 		}
+		if spans := polls/gridSpan + 1; short > spans {
+			t.Errorf("waiter %d: %d gaps shorter than a grid's period in %d spans, want one a span at most", i, short, spans)
+		}
 		for j := range i {
-			// "In step": polls within a millisecond, several times in a row.
+			// "In step": polls within a millisecond, several times in a
+			// row. Among this many pairs some grids fall together by
+			// chance for a few polls, but none for longer than a span.
 			run := 0
-			for k := range polls {
-				near := false
-				for _, b := range at[j] {
-					if d := at[i][k].Sub(b); d < time.Millisecond && d > -time.Millisecond {
-						near = true
-					}
-				}
-				if !near {
+			for _, a := range at[i] {
+				k, _ := slices.BinarySearchFunc(at[j], a.Add(-time.Millisecond), time.Time.Compare)
+				if k == len(at[j]) || at[j][k].Sub(a) >= time.Millisecond {
 					run = 0
 					continue
 				}
-				if run++; run > 3 {
-					t.Errorf("waiters %d and %d polled within a millisecond of each other %d times in a row", i, j, run)
+				if run++; run > longest {
+					longest = run
 				}
 			}
 		}
+	}
+	t.Logf("longest run of polls in step among %d waiters: %d", n, longest)
+	if longest > gridSpan+2 {
+		t.Errorf("two waiters polled within a millisecond of each other %d times in a row: their grids did not part at a span's end", longest)
 	}
 	// After the common read, first polls spread over the interval.
 	var first []time.Duration
@@ -84,7 +99,7 @@ func TestPollGridsDoNotStayInStep(t *testing.T) {
 	}
 	distinct := map[time.Duration]bool{}
 	for _, f := range first {
-		distinct[f.Round(time.Millisecond)] = true
+		distinct[f.Round(10*time.Microsecond)] = true
 	}
 	if len(distinct) < n-2 {
 		t.Errorf("first polls after a common read: %v, want them spread", first)

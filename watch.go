@@ -164,6 +164,9 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 	var grid *pollGrid
 	if !hooks.LegacyScheduling(ctx) {
 		g := newPollGrid(r)
+		if hooks.SharedPollGrid(ctx) {
+			g = sharedPollGrid(r)
+		}
 		grid = &g
 	}
 	var (

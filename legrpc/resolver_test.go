@@ -21,6 +21,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/hooks"
 	"github.com/racedecider/leaderelection/legrpc"
 	"github.com/racedecider/leaderelection/memory"
 )
@@ -130,10 +131,15 @@ func put(t *testing.T, d leaderelection.RaceDecider, id string, newTerm bool, ex
 
 func build(t *testing.T, cfg leaderelection.WatchConfig) (*recorder, resolver.Resolver) {
 	t.Helper()
+	return buildWith(t, legrpc.NewBuilder(cfg))
+}
+
+func buildWith(t *testing.T, b *legrpc.Builder) (*recorder, resolver.Resolver) {
+	t.Helper()
 	rec := &recorder{}
 	target := resolver.Target{}
 	target.URL.Scheme, target.URL.Path = legrpc.Scheme, "/e"
-	r, err := legrpc.NewBuilder(cfg).Build(target, rec, resolver.BuildOptions{})
+	r, err := b.Build(target, rec, resolver.BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +154,13 @@ func TestResolveNowReadsAPollingStore(t *testing.T) {
 		const poll = 8 * time.Second
 		p := &polling{d: memory.NewDecider()}
 		put(t, p, "a", true, time.Now().Add(time.Hour), nil)
-		rec, r := build(t, leaderelection.WatchConfig{Decider: p, MaxClockSkew: time.Second, PollInterval: poll})
+		// The watcher polls a whole PollInterval after its last read
+		// (the legacy schedule), not on a grid of its own that may fall
+		// anywhere in the first interval: the test needs to know that no
+		// poll comes within its first seconds.
+		b := legrpc.NewBuilder(leaderelection.WatchConfig{Decider: p, MaxClockSkew: time.Second, PollInterval: poll})
+		hooks.ResolverContext(b, hooks.WithLegacyScheduling(context.Background()))
+		rec, r := buildWith(t, b)
 		defer r.Close()
 		synctest.Wait()
 		if got := rec.addrs(); len(got) != 1 || got[0] != "a:443" {

@@ -38,3 +38,20 @@ func HerdProbe(ctx context.Context) func(herd float64, window time.Duration) {
 	p, _ := ctx.Value(herdProbeKey{}).(func(float64, time.Duration))
 	return p
 }
+
+type sharedGridKey struct{}
+
+// WithSharedPollGrid returns a context under which Acquire and Watch poll on
+// one grid every such poller shares (the poll interval itself, from phase
+// zero on the clock) instead of one drawn for each: pollers on clocks that
+// agree then read in step for good, the failure the simulation's check for
+// polls in step must catch.
+func WithSharedPollGrid(ctx context.Context) context.Context {
+	return context.WithValue(ctx, sharedGridKey{}, true)
+}
+
+// SharedPollGrid reports whether WithSharedPollGrid applies to ctx.
+func SharedPollGrid(ctx context.Context) bool {
+	v, _ := ctx.Value(sharedGridKey{}).(bool)
+	return v
+}

@@ -9,7 +9,6 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
-	"github.com/racedecider/leaderelection/internal/hooks"
 	"github.com/racedecider/leaderelection/legrpc"
 )
 
@@ -149,7 +148,7 @@ func (s *sim) startWatcher(k int) *proc {
 	}
 	// Watch draws its retry jitter from this source: a watcher's failing
 	// reads replay too.
-	ctx, cancel := context.WithCancel(hooks.WithRand(context.Background(), incarnationRand(sc.Seed, slot, 1, engineStream)))
+	ctx, cancel := context.WithCancel(s.engineContext(incarnationRand(sc.Seed, slot, 1, engineStream)))
 	p.ctx, p.cancel = ctx, cancel
 	s.mu.Lock()
 	s.watchers = append(s.watchers, p)

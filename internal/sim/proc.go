@@ -108,6 +108,7 @@ type proc struct {
 	maxRouted          int64
 
 	reads, writes, pushes int
+	readAts               []time.Time   // when each read was sent (see checkPollsInStep)
 	opsByTerm             map[int64]int // ops per term-length window of virtual time
 	budget                int           // the most ops allowed in one window (see opBudget)
 	lastOpAt              time.Time     // virtual instant of the last store call
@@ -415,6 +416,7 @@ func (p *proc) countOp(kind string) {
 	switch kind {
 	case "read":
 		p.reads++
+		p.readAts = append(p.readAts, now)
 	case "write":
 		p.writes++
 	case "push":

@@ -138,7 +138,7 @@ func (s *sim) startResolver(k int) *proc {
 	// seed, as a candidate's do. (Its engine stream is that of the
 	// incarnation 2 it never has, as for its own reads above.)
 	b := legrpc.NewBuilder(wc)
-	hooks.ResolverContext(b, hooks.WithRand(context.Background(), incarnationRand(sc.Seed, slot, 2, engineStream)))
+	hooks.ResolverContext(b, s.engineContext(incarnationRand(sc.Seed, slot, 2, engineStream)))
 	r, err := b.Build(target, &recorder{p: p}, resolver.BuildOptions{})
 	if err != nil {
 		s.violate("resolver", "%s: Build: %v", p, err)

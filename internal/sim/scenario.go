@@ -60,6 +60,10 @@ type Options struct {
 	// EnforceIgnored configures candidates without EnforceMaxClockSkew
 	// where the scenario has it (negative control: a broken engine).
 	EnforceIgnored bool
+	// SharedPollGrid makes every candidate and watcher poll on one grid
+	// (hooks.WithSharedPollGrid) instead of one drawn for each (negative
+	// control: pollers whose clocks agree then read in step).
+	SharedPollGrid bool
 	// BackendRaceLost makes the cloud backends report an answer they
 	// cannot read (an unknown outcome) as a lost race (negative control:
 	// a backend's broken classification).

@@ -786,7 +786,7 @@ func (s *sim) startProc(slot int) *proc {
 	// The engine's own random choices come from the seed too, so that a
 	// rerun takes the same course.
 	engineRand := incarnationRand(sc.Seed, slot, inc, engineStream)
-	ctx, cancel := context.WithCancel(hooks.WithRand(context.Background(), engineRand))
+	ctx, cancel := context.WithCancel(s.engineContext(engineRand))
 	p.cancel, p.ctx = cancel, ctx
 	s.mu.Lock()
 	s.procs = append(s.procs, p)
@@ -1086,6 +1086,7 @@ func (s *sim) shutdown() {
 	// Writes still queued in the network land, or are refused, by then.
 	time.Sleep(maxLateWrite*sc.Term + sc.Term)
 	s.checkCloudCalls()
+	s.checkPollsInStep()
 	// Every tenure of a process that ran to its end had exactly one
 	// OnOusting, after OnElected returned.
 	s.mu.Lock()

@@ -18,7 +18,7 @@ var (
 	flagRepeat  = flag.Int("repeat", 1, "TestSweep with -seed: run the seed this many times and report how often it reproduces")
 	flagPar     = flag.Int("par", 0, "TestSweep: seeds run in parallel (0: GOMAXPROCS)")
 	flagReports = flag.Int("reports", 3, "TestSweep: failing seeds reported in full")
-	flagControl = flag.String("control", "", "TestSweep: run with a negative control's breakage (see controls): offsets, zeroskew, stalestore, unfenced, latetimers, nosleep, ousting, changed, resetfence, nodrain, watchdrop, replay, rlag, rreplay, rfreeze, commitoff, enforceoff, badbackend")
+	flagControl = flag.String("control", "", "TestSweep: run with a negative control's breakage (see controls): offsets, zeroskew, stalestore, unfenced, latetimers, nosleep, ousting, changed, resetfence, nodrain, watchdrop, replay, rlag, rreplay, rfreeze, commitoff, enforceoff, badbackend, samegrid")
 )
 
 // controls are the negative controls' breakages, by name.
@@ -41,6 +41,7 @@ var controls = map[string]Options{
 	"commitoff":  {CommitOffset: time.Second},
 	"enforceoff": {EnforceIgnored: true},
 	"badbackend": {BackendRaceLost: true},
+	"samegrid":   {SharedPollGrid: true},
 }
 
 // sweepOptions returns the options the flags ask for.
@@ -273,6 +274,9 @@ func TestNegativeControls(t *testing.T) {
 	})
 	t.Run("cloud backend taking unknown outcomes for lost races", func(t *testing.T) {
 		negativeControl(t, "badbackend", "backend-misclassified", controlSeeds)
+	})
+	t.Run("pollers sharing one poll grid", func(t *testing.T) {
+		negativeControl(t, "samegrid", "polls-in-step", controlSeeds)
 	})
 }
 
