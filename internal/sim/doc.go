@@ -166,8 +166,9 @@
 // term-length window stay within 8 x its design budget (2 + 2 x Term /
 // PollInterval) + 60; past that each call takes Term/64, so that the run
 // can go on. Polls in step: no two participants read within 100 µs of each
-// other 8 times in a row (pollers on schedules of their own part within a
-// span of their grids; pollers that share one read in step for good).
+// other 32 times in a row (pollers on schedules of their own part within a
+// span of their grids, 16 polls; pollers that share one read in step for
+// good).
 //
 // Cloud backends: every call's answer must match what its attempts met:
 // a definite class (lost race, throttled, refused) only if the store

@@ -23,9 +23,11 @@ const (
 	// seldom meet by chance.
 	stepWindow = 100 * time.Microsecond
 	// stepRun is how many reads in a row of one poller must each fall
-	// together with a read of another for the two to be in step: about
-	// two terms of polls at the default PollInterval.
-	stepRun = 8
+	// together with a read of another for the two to be in step: twice the
+	// polls one grid lasts (the engine draws a new one every 16 poll
+	// intervals), so that no chance meeting of two grids counts, however
+	// close their periods.
+	stepRun = 32
 )
 
 // checkPollsInStep reports every pair of participants of whom one read
