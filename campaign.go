@@ -122,6 +122,8 @@ type candidate struct {
 	// held (see observe).
 	sawRecord bool
 	heldUntil time.Time
+	// lineage is the Lineage of the last record read (see observe).
+	lineage string
 	// rtt tracks the store's round trip, which sizes herdJitter; writes
 	// tracks write latencies, which time extensions.
 	rtt, writes latencies
@@ -584,7 +586,15 @@ func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
 		}
 		return
 	}
-	cd.sawRecord = true
+	if cd.sawRecord && rec.Lineage != "" && cd.lineage != "" && rec.Lineage != cd.lineage {
+		// Deleted and created again since the last read: a
+		// disappearance this candidate did not see, as serious (the
+		// creator may never have seen the old record, whose holder may
+		// still lead).
+		cd.heldUntil = maxTime(cd.heldUntil, cd.Clock.Now().Add(cd.TermLength+cd.MaxClockSkew))
+		cd.log.Warn("the election record was deleted and created again; waiting a whole term before taking over", "until", cd.heldUntil)
+	}
+	cd.sawRecord, cd.lineage = true, rec.Lineage
 	cd.maxSeen = max(cd.maxSeen, rec.ElectionNumber)
 	// Only a newer tenure is news: a stale read can show an older one.
 	if rec.Released || rec.Term <= cd.lastTerm {
@@ -628,7 +638,11 @@ func (cd *candidate) tryAcquire(ctx context.Context, rec *entry.RaceEntry) (won 
 		HostPort:         cd.HostPort,
 		ConnectionParams: cd.ConnectionParams,
 		TermExpiry:       t0.Add(cd.TermLength),
+		Lineage:          rec.Lineage,
 		Token:            rec.Token,
+	}
+	if rec.ElectionNumber == entry.NoElections {
+		next.Lineage = cd.rng.writeID()
 	}
 	// Past the expiry it asks for, a win would be worthless.
 	stored, won, err = cd.write(ctx, next, next.TermExpiry)

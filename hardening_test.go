@@ -428,3 +428,39 @@ func TestUnresolvedExtensionIsNotReleasedOnShutdown(t *testing.T) {
 		}
 	})
 }
+
+// A record deleted and created again between two polls of a waiting
+// candidate (by a candidate that never saw the old record, which then
+// released at once) is a disappearance all the same: the waiting candidate,
+// which saw the old leader's record, waits a whole term after it notices,
+// not taking over while the old leader may still hold its term. (Found by
+// the simulation, seed 569.)
+func TestRecreatedRecordIsADeletionTooWhereNoReadSawItMissing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := newMonitor(t) // checks no overlap
+		stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+		next(m)
+		cfg := baseConfig(pollOnly{mem}, "b", m, nil)
+		cfg.PollInterval = time.Second
+		stopB := runCandidate(t, cfg)
+		time.Sleep(1500 * time.Millisecond)
+		// At one instant, so that no poll finds the record missing.
+		mem.Delete()
+		n := time.Now().UnixMicro()
+		if _, err := mem.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: n, Term: n, LeaderID: "c",
+			TermExpiry: time.Now(), Released: true, WriteID: "c-1", Lineage: "c-lineage"}); err != nil {
+			t.Fatal(err)
+		}
+		recreated := time.Now()
+		b := next(m)
+		if b.ID != "b" || b.Start.Before(recreated.Add(term)) {
+			t.Errorf("%s elected %v after the record was recreated; want b after a whole term", b.ID, b.Start.Sub(recreated))
+		}
+		stopB()
+		stopA()
+	})
+}
+
+// pollOnly hides a Decider's change notifications.
+type pollOnly struct{ leaderelection.RaceDecider }

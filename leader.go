@@ -275,6 +275,7 @@ func (cd *candidate) successor(cur *entry.RaceEntry, expiry time.Time) *entry.Ra
 		HostPort:         cd.HostPort,
 		ConnectionParams: cd.ConnectionParams,
 		TermExpiry:       expiry,
+		Lineage:          cur.Lineage,
 		Token:            cur.Token,
 	}
 }

@@ -35,6 +35,7 @@ type wireEntry struct {
 	TermExpiry       time.Time `json:"expiry"`
 	Released         bool      `json:"released,omitempty"`
 	WriteID          string    `json:"writeID"`
+	Lineage          string    `json:"lineage,omitempty"`
 }
 
 // Marshal encodes e (all fields but Token) in the versioned, checksummed format
@@ -49,6 +50,7 @@ func Marshal(e *RaceEntry) ([]byte, error) {
 		TermExpiry:       e.TermExpiry,
 		Released:         e.Released,
 		WriteID:          e.WriteID,
+		Lineage:          e.Lineage,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("leaderelection: encoding record: %w", err)
@@ -102,5 +104,6 @@ func Unmarshal(data []byte) (*RaceEntry, error) {
 		TermExpiry:       w.TermExpiry,
 		Released:         w.Released,
 		WriteID:          w.WriteID,
+		Lineage:          w.Lineage,
 	}, nil
 }

@@ -19,6 +19,7 @@ func sample() *entry.RaceEntry {
 		TermExpiry:       time.Date(2030, 1, 1, 0, 0, 0, 5, time.UTC),
 		Released:         true,
 		WriteID:          "w",
+		Lineage:          "l",
 	}
 }
 
@@ -66,7 +67,8 @@ func TestRoundTripAndClone(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.Term != want.Term || got.LeaderID != want.LeaderID || !got.TermExpiry.Equal(want.TermExpiry) ||
-		!got.Released || !bytes.Equal(got.ConnectionParams, want.ConnectionParams) || got.HostPort[0] != want.HostPort[0] {
+		!got.Released || !bytes.Equal(got.ConnectionParams, want.ConnectionParams) || got.HostPort[0] != want.HostPort[0] ||
+		got.Lineage != want.Lineage {
 		t.Errorf("round trip: got %+v, want %+v", got, want)
 	}
 	c := want.Clone()

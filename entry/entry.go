@@ -88,6 +88,11 @@ type RaceEntry struct {
 	// WriteID is random per write attempt, so that a writer can recognise its
 	// own write after an ambiguous outcome.
 	WriteID string
+	// Lineage is random per record created where none existed, and every
+	// later record keeps it: two records with different Lineages mean that
+	// the record was deleted and created again between them, even where no
+	// read saw it missing. Empty in records written by versions before it.
+	Lineage string
 
 	// Token is the backend's version of this record. ReadCurrent fills it in;
 	// WriteEntry conditions the write on it. It is not part of the encoding.
