@@ -528,55 +528,63 @@ func printProfiles(w io.Writer, r *ProfileReport) {
 	fmt.Fprintf(w, "Repetitions: %d per scenario (p99 is the largest sample below 100); steady state over %d terms; %d combinations at once.\n", r.Reps, r.Steady, r.Jobs)
 	fmt.Fprintln(w, "Figures at real speed: each run scales every duration and latency by its factor and the results back.")
 	for _, src := range r.Profiles {
-		var res []ProfileResult
-		for _, x := range r.Results {
-			if x.Profile == src.Name {
-				res = append(res, x)
-			}
-		}
-		if len(res) == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "\n### %s (backend %s): reads %.0f / %.0f ms, conditional writes %.0f / %.0f ms (median / p99), %g writes/s per object\n\n",
-			src.Name, src.Backend, src.ReadP50, src.ReadP99, src.WriteP50, src.WriteP99, src.WriteRate)
-		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-		fmt.Fprint(tw, "| metric |")
-		for _, x := range res {
-			fmt.Fprintf(tw, " %s: %.0f s / %.1f s (x%g) |", x.Sizing, x.TermMs/1000, x.SkewMs/1000, x.Scale)
-		}
-		fmt.Fprint(tw, "\n|---|")
-		for range res {
-			fmt.Fprint(tw, "---|")
-		}
-		fmt.Fprintln(tw)
-		var cols []ProfileResult
-		for _, x := range res {
-			if len(x.Metrics) > 0 {
-				cols = append(cols, x)
-			}
-		}
-		if len(cols) == 0 {
-			cols = res[:1]
-		}
-		for i, mt := range cols[0].Metrics {
-			fmt.Fprintf(tw, "| %s (%s) |", mt.Name, mt.Unit)
-			for _, x := range res {
-				if i >= len(x.Metrics) || x.Metrics[i].Name != mt.Name {
-					fmt.Fprint(tw, " - |")
-					continue
-				}
-				fmt.Fprintf(tw, " %s |", cell(x.Metrics[i]))
-			}
-			fmt.Fprintln(tw)
-		}
-		tw.Flush()
-		for _, x := range res {
-			for _, e := range x.Errors {
-				fmt.Fprintf(w, "ERROR %s/%s: %s\n", x.Profile, x.Sizing, e)
-			}
+		for _, name := range []string{src.Name, src.Name + legacySuffix} {
+			printProfile(w, r, src, name)
 		}
 	}
 	fmt.Fprintf(w, "\nRun took %.0f s.\n", r.Seconds)
+}
+
+// printProfile prints the table of the results named name (a profile, or its
+// legacy run) of profile src.
+func printProfile(w io.Writer, r *ProfileReport, src ProfileSource, name string) {
+	var res []ProfileResult
+	for _, x := range r.Results {
+		if x.Profile == name {
+			res = append(res, x)
+		}
+	}
+	if len(res) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n### %s (backend %s): reads %.0f / %.0f ms, conditional writes %.0f / %.0f ms (median / p99), %g writes/s per object\n\n",
+		name, src.Backend, src.ReadP50, src.ReadP99, src.WriteP50, src.WriteP99, src.WriteRate)
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprint(tw, "| metric |")
+	for _, x := range res {
+		fmt.Fprintf(tw, " %s: %.0f s / %.1f s (x%g) |", x.Sizing, x.TermMs/1000, x.SkewMs/1000, x.Scale)
+	}
+	fmt.Fprint(tw, "\n|---|")
+	for range res {
+		fmt.Fprint(tw, "---|")
+	}
+	fmt.Fprintln(tw)
+	var cols []ProfileResult
+	for _, x := range res {
+		if len(x.Metrics) > 0 {
+			cols = append(cols, x)
+		}
+	}
+	if len(cols) == 0 {
+		cols = res[:1]
+	}
+	for i, mt := range cols[0].Metrics {
+		fmt.Fprintf(tw, "| %s (%s) |", mt.Name, mt.Unit)
+		for _, x := range res {
+			if i >= len(x.Metrics) || x.Metrics[i].Name != mt.Name {
+				fmt.Fprint(tw, " - |")
+				continue
+			}
+			fmt.Fprintf(tw, " %s |", cell(x.Metrics[i]))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	for _, x := range res {
+		for _, e := range x.Errors {
+			fmt.Fprintf(w, "ERROR %s/%s: %s\n", x.Profile, x.Sizing, e)
+		}
+	}
 }
 
 // cell formats one figure: "median / p99", then the floor and the ratio.

@@ -115,7 +115,7 @@ func TestQuickProfileRun(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"### gcs", "### s3express", "| graceful hand-over", "JSON written to"} {
+	for _, want := range []string{"### gcs", "### gcs legacy", "### s3express legacy", "| graceful hand-over", "JSON written to"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}
