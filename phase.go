@@ -50,12 +50,13 @@ type pollGrid struct {
 const gridSpan = 16
 
 // The bands periods are drawn from, as shares of the poll interval. A waiting
-// candidate's polls come up to an eighth early: a candidate reads at most
-// 1.14 times per PollInterval (1.07 on average), which is what the schedule
-// this replaced did on average (its polls came up to a quarter early, each
-// drawn anew), so that no candidate reads more often than the cost budget
-// allows. A watcher's come up to a sixteenth early, 3% more reads than its
-// exact PollInterval. Periods that differ by that much make two waiters'
+// candidate's polls come up to an eighth early: on one grid a candidate reads
+// at most 1.14 times per PollInterval (1.07 on average, about 1.1 with the
+// hand-overs between spans' grids), about what the schedule this replaced did
+// (its polls came up to a quarter early, each drawn anew), so that no
+// candidate reads more often than the cost budget allows. A watcher's come up
+// to a sixteenth early (about 6 % more reads than its exact PollInterval,
+// hand-overs included). Periods that differ by that much make two waiters'
 // polls that fall together drift apart within a few polls.
 const (
 	candidatePollBand = 1.0 / 8
