@@ -364,16 +364,20 @@ func runCombo(ctx context.Context, base *settings, c profileCombo, stderr io.Wri
 		Description: b.desc,
 	}
 	tag := c.name() + "/" + c.row.name
-	var lostIn []string // where tenures were lost without a crash
+	var lostIn []string      // where tenures were lost without a crash
+	var throttledIn []string // where the store throttled writes
 	step := func(name string, fn func() error) {
 		if ctx.Err() != nil {
 			return
 		}
 		t0 := time.Now()
-		before := b.tally.snapshot().lostTotal()
+		before, throttled := b.tally.snapshot().lostTotal(), b.shaper.Stats().Throttled
 		err := fn()
 		if n := b.tally.snapshot().lostTotal() - before; n > 0 {
 			lostIn = append(lostIn, fmt.Sprintf("%d in %s", n, name))
+		}
+		if n := b.shaper.Stats().Throttled - throttled; n > 0 {
+			throttledIn = append(throttledIn, fmt.Sprintf("%s %d", name, n))
 		}
 		if err != nil {
 			res.Errors = append(res.Errors, name+": "+err.Error())
@@ -501,7 +505,8 @@ func runCombo(ctx context.Context, base *settings, c profileCombo, stderr io.Wri
 	st := b.shaper.Stats()
 	out = append(out, pk.withNote("all participants together, every scenario; writes sent (retries by the store client excluded)"),
 		pm("throttled answers from the store", "requests", []float64{float64(st.Throttled)}).
-			withNote(fmt.Sprintf("of %d writes sent to the store; %d reached the engine as throttled (after the client's retries)", st.Requests[faultproxy.OpWrite], t.throttled)))
+			withNote(fmt.Sprintf("of %d writes sent to the store; %d reached the engine as throttled (after the client's retries); by scenario: %s",
+				st.Requests[faultproxy.OpWrite], t.throttled, strings.Join(throttledIn, ", "))))
 	held := float64(t.held) / float64(s.term)
 	lost := pm("leadership lost without a crash", "tenures", []float64{float64(t.lostTotal())})
 	lost = lost.withTarget("0", t.lostTotal() == 0)
