@@ -125,10 +125,11 @@ type ShaperStats struct {
 // would answer them. Each request waits half its latency before it is
 // passed on and the rest after the answer, so that a write is applied midway
 // through it, as over a real network; an emulator slower than the drawn
-// latency adds its own excess. Writes to one object past the Profile's
-// WriteLimit are not passed on: they get the Store's throttled answer after
-// a read's latency. Only writes that succeed (2xx) use up the limit, as only
-// they change the object.
+// latency adds its own excess. A write that reaches the store (midway) past
+// the Profile's WriteLimit for its object is not passed on: it gets the
+// Store's throttled answer at the end of its latency. Only writes that
+// succeed (2xx) use up the limit, when they are applied, as only they change
+// the object.
 //
 // Its methods are safe for concurrent use.
 type Shaper struct {
@@ -187,23 +188,27 @@ func (s *Shaper) Latencies(op Op) []time.Duration {
 	return slices.Clone(s.lat[op])
 }
 
-// admit draws the request's latency and, for a write, says whether the
-// object's limit lets it through.
-func (s *Shaper) admit(op Op, object string, now time.Time) (lat time.Duration, throttled bool) {
+// admit counts a request and draws its latency.
+func (s *Shaper) admit(op Op) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Requests[op]++
-	p := s.profile
-	switch op {
-	case OpWrite:
-		if lim := p.WriteLimit; lim.Rate > 0 && s.refill(object, lim, now).tokens < 1 {
-			s.stats.Throttled++
-			return p.Read.sample(s.rng), true
-		}
-		return p.Write.sample(s.rng), false
-	default:
-		return p.Read.sample(s.rng), false
+	if op == OpWrite {
+		return s.profile.Write.sample(s.rng)
 	}
+	return s.profile.Read.sample(s.rng)
+}
+
+// throttle reports whether a write to object reaching the store at now is
+// past the object's limit, and counts it if so.
+func (s *Shaper) throttle(object string, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lim := s.profile.WriteLimit; lim.Rate > 0 && s.refill(object, lim, now).tokens < 1 {
+		s.stats.Throttled++
+		return true
+	}
+	return false
 }
 
 // refill brings object's bucket up to now and returns it.
@@ -250,12 +255,14 @@ func (s *Shaper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	op, object := s.store.Classify(req, body)
-	lat, throttled := s.admit(op, object, start)
+	lat := s.admit(op)
 	ctx := req.Context()
 	if !sleepUntil(ctx, start.Add(lat/2)) {
 		return nil, ctx.Err()
 	}
-	if throttled {
+	// The store judges a write's rate when the write reaches it, against
+	// the writes it has applied.
+	if op == OpWrite && s.throttle(object, time.Now()) {
 		if !sleepUntil(ctx, start.Add(lat)) {
 			return nil, ctx.Err()
 		}
