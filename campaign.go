@@ -153,6 +153,9 @@ type candidate struct {
 	spacing   time.Duration
 	version   entry.LeaderToken
 	versionAt time.Time
+	// unsureAt is when the last write whose outcome was unknown was
+	// answered: it may have been applied up to then.
+	unsureAt time.Time
 	// slowWarned: the warning about writes too slow for the term was given.
 	slowWarned bool
 	// obs reports to the Observer and checks the clock; nil when neither
@@ -545,18 +548,28 @@ func (cd *candidate) noteVersion(tok entry.LeaderToken, at time.Time) {
 
 // writableAt is the earliest a write conditioned on tok may be sent without
 // outrunning the store's write rate (see WriteSpacer): the zero time if the
-// store has none, or tok is not the version this candidate knows of.
+// store has none, or if nothing is known of the last write before it (tok is
+// not the version this candidate knows of, and none of its writes is in
+// doubt).
 func (cd *candidate) writableAt(tok entry.LeaderToken) time.Time {
-	if cd.spacing <= 0 || !tok.SameVersion(cd.version) {
+	if cd.spacing <= 0 {
 		return time.Time{}
 	}
-	// The store committed the version before this candidate learnt of it,
-	// often well before (a poll finds a change late): its commit time,
-	// placed on this host's clock by the offset the clock check bounds,
-	// says how much.
-	at := cd.versionAt
-	if c, ok := cd.obs.committedBy(tok.CommitTime, cd.Clock.Now()); ok && c.Before(at) {
-		at = c
+	var at time.Time
+	if tok.SameVersion(cd.version) {
+		// The store committed the version before this candidate learnt
+		// of it, often well before (a poll finds a change late): its
+		// commit time, placed on this host's clock by the offset the
+		// clock check bounds, says how much.
+		at = cd.versionAt
+		if c, ok := cd.obs.committedBy(tok.CommitTime, cd.Clock.Now()); ok && c.Before(at) {
+			at = c
+		}
+	}
+	// A write of this candidate's that may have been applied since (a
+	// shutdown that cut an extension short, say) counts as the last.
+	if at = maxTime(at, cd.unsureAt); at.IsZero() {
+		return at
 	}
 	return at.Add(cd.spacing)
 }

@@ -57,12 +57,17 @@ func (s *rateStore) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.L
 		time.Sleep(s.leg)
 		return entry.LeaderToken{}, fmt.Errorf("test store: 429 rate limit on one object: %w", entry.ErrThrottled)
 	}
-	tok, err := s.mem.WriteEntry(ctx, e)
+	// Applied even if the caller has given up by now, as by a store the
+	// request has reached.
+	tok, err := s.mem.WriteEntry(context.WithoutCancel(ctx), e)
 	if err == nil {
 		s.lastApplied = time.Now()
 	}
 	s.mu.Unlock()
 	time.Sleep(s.leg)
+	if err == nil && ctx.Err() != nil {
+		return entry.LeaderToken{}, ctx.Err()
+	}
 	return tok, err
 }
 
@@ -192,4 +197,48 @@ func TestStartUpWarnsOfUnsuitableSizing(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A leader stopped while an extension is on its way, which the store then
+// applies: the release that follows at once must keep the store's write
+// interval from that extension too, though the leader never learnt it was
+// applied.
+func TestReleaseAfterAnUnansweredExtensionKeepsTheRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &rateStore{mem: memory.NewDecider(), leg: 100 * time.Millisecond, interval: time.Second}
+		ext := make(chan struct{}, 1)
+		cfg := baseConfig(extensionSignal{spacedStore{st}, ext}, "a", newMonitor(t), nil)
+		cfg.TermLength = 4 * time.Second
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- cfg.Acquire(ctx) }()
+		<-ext // the first extension is sent
+		time.Sleep(50 * time.Millisecond)
+		cancel() // before it reaches the store, 50 ms later
+		<-done
+		time.Sleep(10 * time.Second)
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		rec, _ := st.mem.ReadCurrent(t.Context())
+		if st.throttled > 0 || !rec.Released {
+			t.Errorf("%d writes throttled of %d; record released: %v; want the release a second after the extension", st.throttled, st.writes, rec.Released)
+		}
+	})
+}
+
+// extensionSignal tells of each extension (a write that keeps the Term of
+// the record it replaces) as it is sent.
+type extensionSignal struct {
+	spacedStore
+	sent chan<- struct{}
+}
+
+func (e extensionSignal) WriteEntry(ctx context.Context, r *entry.RaceEntry) (entry.LeaderToken, error) {
+	if !r.Released && r.Term < r.ElectionNumber {
+		select {
+		case e.sent <- struct{}{}:
+		default:
+		}
+	}
+	return e.spacedStore.WriteEntry(ctx, r)
 }

@@ -154,6 +154,9 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 		cd.writes.add(took)
 	default:
 		cd.log.Warn("write outcome unknown; reading it back", "election", next.ElectionNumber, "err", werr)
+		// It may have been applied, by now: the next write keeps the
+		// store's write interval from it too (see writableAt).
+		cd.unsureAt = t1
 	}
 	// Kept even for a lost race: a backend's own retry of an applied write
 	// can report one, and the write id is the only proof either way.
