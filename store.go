@@ -107,7 +107,13 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 		return nil, false, ctx.Err()
 	}
 	t0 := cd.Clock.Now()
-	if at := cd.writableAt(next.Token); t0.Before(at) && at.Before(deadline.Add(-cd.TermLength/4)) {
+	// An extension must land with time to spare; a release only before
+	// its deadline.
+	margin := cd.TermLength / 4
+	if next.Released {
+		margin = 0
+	}
+	if at := cd.writableAt(next.Token); t0.Before(at) && at.Before(deadline.Add(-margin)) {
 		// Too soon after the last write for the store (WriteSpacer), and
 		// the term leaves time to wait: an extension or a release right
 		// after another write. (Acquisitions have waited already.)
