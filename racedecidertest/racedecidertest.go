@@ -228,6 +228,8 @@ func sameEntry(got, want *entry.RaceEntry) error {
 		return fmt.Errorf("field Released = %v, want %v", got.Released, want.Released)
 	case got.WriteID != want.WriteID:
 		return fmt.Errorf("field WriteID = %q, want %q", got.WriteID, want.WriteID)
+	case got.Lineage != want.Lineage:
+		return fmt.Errorf("field Lineage = %q, want %q", got.Lineage, want.Lineage)
 	}
 	return nil
 }
@@ -242,6 +244,7 @@ func everyFieldRoundTrips(t *testing.T, d leaderelection.RaceDecider) {
 		TermExpiry:       time.Date(2031, 6, 7, 8, 9, 10, 987654321, time.FixedZone("X", 3600)),
 		Released:         true,
 		WriteID:          "w-roundtrip",
+		Lineage:          "l-roundtrip",
 	}
 	tok := write(t, d, want.Clone(), entry.LeaderToken{})
 	got := read(t, d)
