@@ -11,7 +11,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/faultproxy"
 	"github.com/racedecider/leaderelection/internal/testenv"
@@ -155,5 +157,30 @@ func TestPercentiles(t *testing.T) {
 	}
 	if _, med, p99 := pctl([]float64{3, 1, 2}); med != 2 || p99 != 3 {
 		t.Errorf("pctl(3 samples) = %v, %v; want the largest as p99", med, p99)
+	}
+}
+
+// A candidate gets the store's write interval through its access, as it
+// would from the store's own Decider: the -profile gcs rows depend on it.
+func TestAccessPassesOnTheWriteInterval(t *testing.T) {
+	for _, interval := range []time.Duration{0, time.Second} {
+		b, err := newShapedBackend(t.Context(), "gcs", &settings{writeInterval: interval}, nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner, err := b.newStore(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := newElection(inner, false, 0, &rttLog{}).newAccess("c").decider()
+		ws, ok := d.(leaderelection.WriteSpacer)
+		if ok {
+			if got := ws.MinWriteInterval(); got != interval {
+				t.Errorf("interval %v: the access declares %v", interval, got)
+			}
+		} else if interval > 0 {
+			t.Errorf("interval %v: the access (%T) declares none", interval, d)
+		}
+		b.close()
 	}
 }

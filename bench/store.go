@@ -179,8 +179,21 @@ func (a *access) decider() leaderelection.RaceDecider {
 	if a.el.notifier != nil {
 		return pushAccess{a}
 	}
+	if ws, ok := a.el.inner.(leaderelection.WriteSpacer); ok && ws.MinWriteInterval() > 0 {
+		return spacedAccess{a, ws.MinWriteInterval()}
+	}
 	return a
 }
+
+// spacedAccess passes on the store's write interval (gcs declares Cloud
+// Storage's), as a candidate on the store itself would see it.
+type spacedAccess struct {
+	*access
+	interval time.Duration
+}
+
+// MinWriteInterval implements leaderelection.WriteSpacer.
+func (s spacedAccess) MinWriteInterval() time.Duration { return s.interval }
 
 // cut cuts the access off (mode cutDrop or cutHold) or, with connected,
 // restores it.
