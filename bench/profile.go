@@ -244,6 +244,8 @@ func (c profileCombo) name() string {
 // runProfiles runs every profile asked for at every sizing row asked for,
 // s.jobs combinations at once, prints the tables and writes the JSON.
 func runProfiles(ctx context.Context, s *settings, args []string, stdout, stderr io.Writer) error {
+	// Combinations run at once, and each reports its progress.
+	stderr = &lockedWriter{w: stderr}
 	start := time.Now()
 	rep := &ProfileReport{
 		Command: strings.TrimSpace("go run ./bench " + strings.Join(args, " ")),
@@ -636,4 +638,16 @@ func num(v float64, unit string) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
