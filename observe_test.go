@@ -437,7 +437,9 @@ func TestObserverSeesFailedWaits(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- w.Watch(ctx, func(context.Context, leaderelection.Change) {}) }()
-		time.Sleep(10 * time.Second)
+		// Not on a whole second, when the watcher's polls and waits come:
+		// a wait at the very instant of the cancel is reported canceled.
+		time.Sleep(10*time.Second + 500*time.Millisecond)
 		cancel()
 		<-done
 		ops := map[string]int{}
