@@ -216,9 +216,13 @@ func (l *listener) askLocked() {
 
 // reads reads the row whenever a read is asked for and someone waits, one
 // read at a time: the reasons that arrive during a read are answered
-// together by the next one.
+// together by the next one. After a failed read the next waits out a
+// capped, jittered backoff, so that notifications arriving while the store
+// fails (any role may NOTIFY) cannot make it read in a loop. It ends when
+// the listener stops.
 func (l *listener) reads() {
 	defer close(l.readerDone)
+	b := backoff{backoffConfig: l.d.backoff}
 	for {
 		select {
 		case <-l.ctx.Done():
@@ -238,6 +242,16 @@ func (l *listener) reads() {
 			close(l.wake)
 			l.wake = make(chan struct{})
 			l.mu.Unlock()
+			if err == nil {
+				b.cur = 0
+				continue
+			}
+			t := time.NewTimer(b.next())
+			select {
+			case <-l.ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
 		}
 	}
 }
