@@ -546,6 +546,26 @@ func (cd *candidate) noteVersion(tok entry.LeaderToken, at time.Time) {
 	}
 }
 
+// committedAtMost is when the store committed rec at the latest, on this
+// candidate's clock, as far as spacing writes needs it (see writableAt):
+// now, or for a release, which the next leader's write follows at once,
+// within a round trip of when its writer sent it (its TermExpiry, on that
+// writer's clock), this candidate's slowest recent one standing for the
+// writer's. A poll finds a release P/3 after it on average, a second or more
+// on Cloud Storage, whose reads give commit times in whole seconds. Rate,
+// not safety, rests on this: a writer whose clock is behind makes for a
+// write too soon, which the store throttles and the engine retries.
+func (cd *candidate) committedAtMost(rec *entry.RaceEntry) time.Time {
+	now := cd.Clock.Now()
+	if cd.spacing <= 0 || !rec.Released || rec.ElectionNumber == entry.NoElections {
+		return now
+	}
+	if at := rec.TermExpiry.Add(cd.rtt.slowest()); at.Before(now) {
+		return at
+	}
+	return now
+}
+
 // writableAt is the earliest a write conditioned on tok may be sent without
 // outrunning the store's write rate (see WriteSpacer): the zero time if the
 // store has none, or if nothing is known of the last write before it (tok is
@@ -583,7 +603,7 @@ func (cd *candidate) writableAt(tok entry.LeaderToken) time.Time {
 // disappearance is noticed: until then (plus MaxClockSkew) nothing counts as
 // free, whatever records come and go meanwhile.
 func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
-	cd.noteVersion(rec.Token, cd.Clock.Now())
+	cd.noteVersion(rec.Token, cd.committedAtMost(rec))
 	kept := cd.pending[:0]
 	for _, p := range cd.pending {
 		if p.on.SameVersion(rec.Token) || p.writeID == rec.WriteID {

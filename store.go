@@ -121,6 +121,10 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 			return nil, false, ctx.Err()
 		}
 		t0 = cd.Clock.Now()
+		if next.Released {
+			// A release tells when it was sent (see committedAtMost).
+			next.TermExpiry = t0
+		}
 	}
 	if !t0.Before(deadline) {
 		return nil, false, context.DeadlineExceeded
