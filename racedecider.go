@@ -80,12 +80,15 @@ type ChangeNotifier interface {
 // WriteSpacer is an optional capability of a RaceDecider whose store takes
 // only so many writes to one record: Cloud Storage answers 429 to more than
 // about one write per second to one object. Config.Acquire then sends no
-// write sooner than MinWriteInterval after it learnt of the record's current
-// version (which the store committed before that), so that every candidate
-// together keeps to the rate: an acquisition waits, then reads again before
-// writing, as another candidate may have written meanwhile; a release or an
-// extension waits when its term leaves time for it. A throttled write is
-// tried again no sooner than MinWriteInterval later.
+// write sooner than MinWriteInterval after the record's current version was
+// committed, as far as it can tell (when it learnt of the version, or its
+// commit time placed on this host's clock, or, for a release, when the
+// released record says it was sent, on the releasing leader's clock, and a
+// round trip), so that every candidate together keeps to the rate: an
+// acquisition waits, then reads again before writing, as another candidate
+// may have written meanwhile; a release or an extension waits when its term
+// leaves time for it. A throttled write is tried again no sooner than
+// MinWriteInterval later.
 type WriteSpacer interface {
 	MinWriteInterval() time.Duration
 }
