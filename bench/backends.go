@@ -30,7 +30,7 @@ import (
 )
 
 // The backends the program knows, in the order "all" runs them.
-var backendNames = []string{"memory", "memory-poll", "gcs", "s3", "azblob", "dynamodb", "postgres", "kube"}
+var backendNames = []string{"memory", "memory-poll", "gcs", "s3", "versitygw", "azblob", "dynamodb", "postgres", "kube"}
 
 // server is an emulator the program does not start itself: the backend
 // reads its address from env, which the start command prints.
@@ -40,10 +40,11 @@ type server struct {
 
 // servers are the backends that need a server started beforehand.
 var servers = map[string]server{
-	"azblob":   {"LEADERELECTION_AZURITE_CONNECTION_STRING", "Azurite", `eval "$(scripts/azurite.sh start)"`},
-	"dynamodb": {"LEADERELECTION_DYNAMODB_ENDPOINT", "DynamoDB Local", `eval "$(scripts/dynamodb-local.sh start)"`},
-	"postgres": {"LEADERELECTION_POSTGRES_DSN", "PostgreSQL", `eval "$(scripts/postgres.sh start)"`},
-	"kube":     {"LEADERELECTION_KUBECONFIG", "kube-apiserver", `eval "$(scripts/kube-apiserver.sh start)"`},
+	"versitygw": {"LEADERELECTION_S3_ENDPOINT", "versitygw", `eval "$(scripts/versitygw.sh start)"`},
+	"azblob":    {"LEADERELECTION_AZURITE_CONNECTION_STRING", "Azurite", `eval "$(scripts/azurite.sh start)"`},
+	"dynamodb":  {"LEADERELECTION_DYNAMODB_ENDPOINT", "DynamoDB Local", `eval "$(scripts/dynamodb-local.sh start)"`},
+	"postgres":  {"LEADERELECTION_POSTGRES_DSN", "PostgreSQL", `eval "$(scripts/postgres.sh start)"`},
+	"kube":      {"LEADERELECTION_KUBECONFIG", "kube-apiserver", `eval "$(scripts/kube-apiserver.sh start)"`},
 }
 
 // errNoServer says a backend's server is not running (its variable is unset).
@@ -174,17 +175,7 @@ func newShapedBackend(ctx context.Context, name string, s *settings, shape func(
 		srv := httptest.NewServer(gofakes3.New(mem, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 256
-		client := awss3.New(awss3.Options{
-			Region:       "us-east-1",
-			BaseEndpoint: aws.String(srv.URL),
-			UsePathStyle: true,
-			Credentials:  credentials.NewStaticCredentialsProvider("bench", "bench", ""),
-			HTTPClient:   &http.Client{Transport: b.transport(tr)},
-			Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxBackoff = 50 * time.Millisecond
-				o.RateLimiter = ratelimit.None
-			}),
-		})
+		client := newS3Client(srv.URL, "bench", "bench", b.transport(tr))
 		b.desc = "s3.Decider on gofakes3 + s3mem (in process, loopback HTTP)" + b.added() + ", polling"
 		b.close = func() {
 			tr.CloseIdleConnections()
@@ -193,7 +184,7 @@ func newShapedBackend(ctx context.Context, name string, s *settings, shape func(
 		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
 			return les3.NewDecider(client, emulatorBucket, fmt.Sprintf("bench/election-%d", seq.Add(1)))
 		}
-	case "azblob", "dynamodb", "postgres", "kube":
+	case "versitygw", "azblob", "dynamodb", "postgres", "kube":
 		srv := servers[name]
 		addr := os.Getenv(srv.env)
 		if addr == "" {
@@ -206,4 +197,21 @@ func newShapedBackend(ctx context.Context, name string, s *settings, shape func(
 		return nil, fmt.Errorf("unknown backend %q (known: %v)", name, backendNames)
 	}
 	return b, nil
+}
+
+// newS3Client is an S3 client for an emulator at endpoint, in path style,
+// whose retries of throttled answers stay short and unlimited by a token
+// bucket, as the store's own answers are what the benchmark measures.
+func newS3Client(endpoint, key, secret string, tr http.RoundTripper) *awss3.Client {
+	return awss3.New(awss3.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(endpoint),
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(key, secret, ""),
+		HTTPClient:   &http.Client{Transport: tr},
+		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxBackoff = 50 * time.Millisecond
+			o.RateLimiter = ratelimit.None
+		}),
+	})
 }

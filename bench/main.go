@@ -85,11 +85,11 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	fs.IntVar(&s.steadyTerms, "steady-terms", 0, "terms measured in the steady-state scenario (0: 10, or 2 with -quick)")
 	fs.IntVar(&s.parallel, "parallel", 5, "elections run at once in the failover and pause scenarios")
 	fs.BoolVar(&s.quick, "quick", false, "fewer repetitions and steady-state terms")
-	fs.StringVar(&backends, "backend", "memory,memory-poll", `comma-separated backends: memory, memory-poll, gcs, s3, azblob, dynamodb, postgres, kube, or "all" (the last four need their server started: scripts/azurite.sh, dynamodb-local.sh, postgres.sh, kube-apiserver.sh; "all" skips those not running)`)
+	fs.StringVar(&backends, "backend", "memory,memory-poll", `comma-separated backends: memory, memory-poll, gcs, s3, versitygw (the s3 backend on versitygw), azblob, dynamodb, postgres, kube, or "all" (the last five need their server started: scripts/versitygw.sh, azurite.sh, dynamodb-local.sh, postgres.sh, kube-apiserver.sh; "all" skips those not running)`)
 	fs.StringVar(&scens, "scenarios", "all", "comma-separated scenarios: handover, failover, steady, observer, pause, herd, or all")
 	fs.StringVar(&s.jsonPath, "json", "", `where to write the JSON results ("" for nowhere, "-" for stdout; default bench/results.json, or bench/results-profiles.json with -profile)`)
 	var profiles, sizings string
-	fs.StringVar(&profiles, "profile", "", `run cloud latency profiles instead of the loopback scenarios: comma-separated gcs, s3, s3express, azblob, dynamodb, or "all" (azblob and dynamodb need Azurite and DynamoDB Local started)`)
+	fs.StringVar(&profiles, "profile", "", `run cloud latency profiles instead of the loopback scenarios: comma-separated gcs, s3, s3express, azblob, dynamodb, or "all" (s3 and s3express need versitygw started, azblob Azurite, dynamodb DynamoDB Local)`)
 	fs.StringVar(&sizings, "sizing", "all", "with -profile: comma-separated sizing rows: default (15 s term, 1 s skew), quick (4 s, 500 ms), cheap (60 s, 2 s), or all")
 	fs.Float64Var(&s.scale, "scale", 0, "with -profile: scale every duration and latency by this factor (0: each profile's own for each row, see bench/README.md)")
 	fs.IntVar(&s.jobs, "jobs", 4, "with -profile: profile and sizing combinations run at once")

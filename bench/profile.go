@@ -38,8 +38,8 @@ type cloudProfile struct {
 }
 
 // serverScales slow time less for the stores whose emulators are separate
-// processes (Azurite, DynamoDB Local), whose own latency would otherwise
-// dwarf the profile's.
+// processes (versitygw, Azurite, DynamoDB Local), whose own latency would
+// otherwise dwarf the profile's.
 var serverScales = map[string]float64{"default": 0.25, "quick": 0.25, "cheap": 0.1}
 
 // cloudProfiles are the stores -profile knows, in the order "all" runs
@@ -61,22 +61,24 @@ var cloudProfiles = []cloudProfile{
 		basis: "limit: Google's quotas page (1 write/s per object, 429); latencies: estimate within third-party measurements",
 	},
 	{
-		name: "s3", backend: "s3", store: faultproxy.S3,
+		name: "s3", backend: "versitygw", store: faultproxy.S3,
 		profile: faultproxy.Profile{
 			Read:       faultproxy.Latency{Median: 30 * time.Millisecond, P99: 150 * time.Millisecond},
 			Write:      faultproxy.Latency{Median: 60 * time.Millisecond, P99: 250 * time.Millisecond},
 			WriteLimit: faultproxy.Limit{Rate: 3500, Burst: 3500},
 		},
-		basis: "limit: AWS (3,500 writes/s per prefix, 503 SlowDown); latencies: estimate from AWS's guidance and a third-party measurement",
+		basis:  "limit: AWS (3,500 writes/s per prefix, 503 SlowDown); latencies: estimate from AWS's guidance and a third-party measurement",
+		scales: serverScales, writesPerSecond: 25,
 	},
 	{
-		name: "s3express", backend: "s3", store: faultproxy.S3,
+		name: "s3express", backend: "versitygw", store: faultproxy.S3,
 		profile: faultproxy.Profile{
 			Read:       faultproxy.Latency{Median: 4 * time.Millisecond, P99: 15 * time.Millisecond},
 			Write:      faultproxy.Latency{Median: 8 * time.Millisecond, P99: 30 * time.Millisecond},
 			WriteLimit: faultproxy.Limit{Rate: 100000, Burst: 100000},
 		},
-		basis: "AWS: single-digit ms first byte, 100,000 writes/s per directory bucket (503 SlowDown); tails estimated",
+		basis:  "AWS: single-digit ms first byte, 100,000 writes/s per directory bucket (503 SlowDown); tails estimated",
+		scales: serverScales, writesPerSecond: 25,
 	},
 	{
 		name: "azblob", backend: "azblob", store: faultproxy.AzureBlob,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +27,7 @@ import (
 	ledynamodb "github.com/racedecider/leaderelection/dynamodb"
 	"github.com/racedecider/leaderelection/kube"
 	"github.com/racedecider/leaderelection/postgres"
+	les3 "github.com/racedecider/leaderelection/s3"
 )
 
 // newServerBackend fills b for a backend whose server runs outside the
@@ -37,6 +40,25 @@ func newServerBackend(ctx context.Context, b *backend, addr string, s *settings)
 	tr.MaxIdleConnsPerHost = 256
 	id := instanceID()
 	switch b.name {
+	case "versitygw":
+		client := newS3Client(addr, os.Getenv("LEADERELECTION_S3_ACCESS_KEY"), os.Getenv("LEADERELECTION_S3_SECRET_KEY"), b.transport(tr))
+		bucket := "le-bench-" + id
+		if _, err := client.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+			return fmt.Errorf("creating bucket %s: %w", bucket, err)
+		}
+		b.desc = "s3.Decider on versitygw (separate process, loopback HTTP)" + b.added() + ", polling"
+		b.close = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for n := range b.seq.Load() {
+				_, _ = client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(fmt.Sprintf("bench/election-%d", n+1))})
+			}
+			_, _ = client.DeleteBucket(ctx, &awss3.DeleteBucketInput{Bucket: aws.String(bucket)})
+			tr.CloseIdleConnections()
+		}
+		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
+			return les3.NewDecider(client, bucket, fmt.Sprintf("bench/election-%d", b.seq.Add(1)))
+		}
 	case "azblob":
 		// Azurite closes a connection idle for 5 s; a write sent on it as it
 		// closes fails with a reset, an unknown outcome the engine would
