@@ -24,14 +24,17 @@ running_pid() {
 # environment. It gives up when the server exits or after TRIES x INTERVAL
 # seconds, showing the end of its log.
 await_started() {
-	local tries=$1 interval=$2 detail=${3:-}
-	for _ in $(seq 1 "$tries"); do
+	local tries=$1 interval=$2 detail=${3:-} i
+	for i in $(seq 1 "$tries"); do
 		if answers; then
 			say "started (pid $(cat "$PIDFILE")) at $ENDPOINT${detail:+, $detail}, log in $LOG"
 			print_env
 			return 0
 		fi
-		if ! running_pid >/dev/null; then
+		# A server that exited is given up on, but not in the first
+		# tries: the pid file may still name a process that has just
+		# handed over to the server (setsid forks when it must).
+		if [ "$i" -gt 10 ] && ! running_pid >/dev/null; then
 			break
 		fi
 		sleep "$interval"
