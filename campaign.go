@@ -39,10 +39,7 @@ func (c Config) Acquire(ctx context.Context) error {
 	cd := &candidate{Config: c.withDefaults(), lastTerm: -1, maxSeen: entry.NoElections, rng: newRNG(hooks.Rand(ctx)),
 		legacy: hooks.LegacyScheduling(ctx), probe: hooks.HerdProbe(ctx)}
 	cd.herd = newHerd(cd.ExpectedCandidates, cd.legacy)
-	cd.grid = newPollGrid(cd.rng)
-	if hooks.SharedPollGrid(ctx) {
-		cd.grid = sharedPollGrid(cd.rng)
-	}
+	cd.grid = pollGridFor(ctx, cd.rng)
 	cd.log = cd.Logger.With("leader_id", cd.LeaderID)
 	n, _ := c.Decider.(ChangeNotifier)
 	cd.waiter = waiter{clock: cd.Clock, n: n, poll: cd.PollInterval, onPushErr: func(err error) {
@@ -557,7 +554,7 @@ func (cd *candidate) noteVersion(tok entry.LeaderToken, at time.Time) {
 // write too soon, which the store throttles and the engine retries.
 func (cd *candidate) committedAtMost(rec *entry.RaceEntry) time.Time {
 	now := cd.Clock.Now()
-	if cd.spacing <= 0 || !rec.Released || rec.ElectionNumber == entry.NoElections {
+	if cd.spacing <= 0 || !rec.Released {
 		return now
 	}
 	if at := rec.TermExpiry.Add(cd.rtt.slowest()); at.Before(now) {

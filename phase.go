@@ -1,6 +1,11 @@
 package leaderelection
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/racedecider/leaderelection/internal/hooks"
+)
 
 // Polling phases. A waiting candidate on a store that cannot push changes
 // finds a release at its next poll, and a watcher finds a new leader at its
@@ -73,6 +78,16 @@ func sharedPollGrid(r *rng) pollGrid {
 func newPollGrid(r *rng) pollGrid {
 	seed := uint64(r.fraction() * (1 << 53))
 	return pollGrid{seed: seed | 1}
+}
+
+// pollGridFor is the grid a waiter started with ctx polls on: its own, or
+// the shared one under hooks.WithSharedPollGrid.
+func pollGridFor(ctx context.Context, r *rng) pollGrid {
+	g := newPollGrid(r)
+	if hooks.SharedPollGrid(ctx) {
+		g = sharedPollGrid(r)
+	}
+	return g
 }
 
 // next is the first poll of g strictly after t: on the grid of the span t

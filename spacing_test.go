@@ -14,6 +14,7 @@ import (
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/hooks"
+	"github.com/racedecider/leaderelection/internal/testenv"
 	"github.com/racedecider/leaderelection/memory"
 	"github.com/racedecider/leaderelection/racedecidertest"
 )
@@ -153,24 +154,6 @@ func TestWriteSpacingKeepsToTheStoreRate(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A sizing that does not suit the store is reported at start-up: a term too
 // short for its write rate at once, writes slower than a quarter of the term
 // at the first such write, each once.
@@ -187,7 +170,7 @@ func TestStartUpWarnsOfUnsuitableSizing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var logs syncBuffer
+				var logs testenv.SyncBuffer
 				st := spacedStore{&rateStore{mem: memory.NewDecider(), leg: tc.leg, interval: tc.interval}}
 				cfg := baseConfig(st, "a", newMonitor(t), nil)
 				cfg.TermLength = 2 * time.Second

@@ -163,10 +163,7 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 	// reads a PollInterval after the last read.
 	var grid *pollGrid
 	if !hooks.LegacyScheduling(ctx) {
-		g := newPollGrid(r)
-		if hooks.SharedPollGrid(ctx) {
-			g = sharedPollGrid(r)
-		}
+		g := pollGridFor(ctx, r)
 		grid = &g
 	}
 	var (

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/testenv"
 	"github.com/racedecider/leaderelection/kube"
 )
@@ -109,4 +110,18 @@ func deleteOptions() metav1.DeleteOptions { return metav1.DeleteOptions{} }
 
 func testenvKubeconfig(t testing.TB) string {
 	return testenv.Server(t, envKubeconfig, "kube-apiserver", startCommand)
+}
+
+// waitAsync calls d.WaitForChange(tok) in a goroutine and delivers the record
+// it returns (nil on error, which fails the test as what).
+func waitAsync(t *testing.T, d *kube.Decider, tok entry.LeaderToken, what string) <-chan *entry.RaceEntry {
+	done := make(chan *entry.RaceEntry, 1)
+	go func() {
+		e, err := d.WaitForChange(t.Context(), tok)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		done <- e
+	}()
+	return done
 }

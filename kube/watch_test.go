@@ -73,14 +73,7 @@ func TestWatchBrokenThenRecovers(t *testing.T) {
 	}
 	t.Logf("watch re-established %v after the connection was restored", time.Since(start).Round(time.Millisecond))
 
-	done := make(chan *entry.RaceEntry, 1)
-	go func() {
-		e, err := d.WaitForChange(t.Context(), tok)
-		if err != nil {
-			t.Errorf("WaitForChange after recovery: %v", err)
-		}
-		done <- e
-	}()
+	done := waitAsync(t, d, tok, "WaitForChange after recovery")
 	if _, err := direct.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, LeaderID: "b", WriteID: "w1", TermExpiry: time.Now().Add(time.Minute), Token: tok}); err != nil {
 		t.Fatal(err)
 	}
@@ -107,14 +100,7 @@ func TestWaitForChangeSeesDeletion(t *testing.T) {
 	if _, err := d.WaitForChange(t.Context(), entry.LeaderToken{}); err != nil {
 		t.Fatal(err) // starts the watch; the record exists, so at once
 	}
-	done := make(chan *entry.RaceEntry, 1)
-	go func() {
-		e, err := d.WaitForChange(t.Context(), tok)
-		if err != nil {
-			t.Errorf("WaitForChange across a deletion: %v", err)
-		}
-		done <- e
-	}()
+	done := waitAsync(t, d, tok, "WaitForChange across a deletion")
 	if err := clientset(t, cfg).CoordinationV1().Leases(namespace).Delete(t.Context(), name, deleteOptions()); err != nil {
 		t.Fatal(err)
 	}
@@ -140,14 +126,7 @@ func TestWriteOverPushedLease(t *testing.T) {
 	if _, err := candidate.WaitForChange(t.Context(), entry.LeaderToken{}); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan *entry.RaceEntry, 1)
-	go func() {
-		e, err := candidate.WaitForChange(t.Context(), tok)
-		if err != nil {
-			t.Errorf("WaitForChange: %v", err)
-		}
-		done <- e
-	}()
+	done := waitAsync(t, candidate, tok, "WaitForChange")
 	rel, err := leader.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 2, Term: 1, LeaderID: "a", WriteID: "w1", Released: true, TermExpiry: time.Now(), Token: tok})
 	if err != nil {
 		t.Fatal(err)

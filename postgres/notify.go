@@ -246,13 +246,21 @@ func (l *listener) reads() {
 				b.cur = 0
 				continue
 			}
-			t := time.NewTimer(b.next())
-			select {
-			case <-l.ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
+			l.pause(b.next())
 		}
+	}
+}
+
+// pause waits d, or until the listener stops; it reports whether the
+// listener still runs.
+func (l *listener) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -316,12 +324,8 @@ func (l *listener) run() {
 		// Back off after a broken connection too, not only after a failed
 		// attempt: a server that accepts and then drops every connection
 		// must not turn the listener into a reconnect storm.
-		t := time.NewTimer(b.next())
-		select {
-		case <-l.ctx.Done():
-			t.Stop()
+		if !l.pause(b.next()) {
 			return
-		case <-t.C:
 		}
 	}
 }

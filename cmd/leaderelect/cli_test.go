@@ -16,6 +16,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/testenv"
 	"github.com/racedecider/leaderelection/memory"
 )
 
@@ -182,7 +183,7 @@ func (refusingDecider) String() string { return "refusing://x" }
 // TestRunStoreRefuses: when Acquire gives up on a refusal, run exits 125
 // naming the store, instead of retrying forever.
 func TestRunStoreRefuses(t *testing.T) {
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	done := make(chan outcome, 1)
 	go func() {
 		done <- dispatch([]string{"run", "--store", "refusing://x", "--term=1s", "--skew=100ms", "--", "true"}, &stdout, &stderr)

@@ -13,12 +13,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/racedecider/leaderelection/internal/testenv"
 )
 
 // The test binary doubles as the COMMAND that leaderelect run starts, when
@@ -120,31 +121,14 @@ func (e event) child(t *testing.T) childLine {
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testenv.SyncBuffer
 	exited chan struct{} // closed once Wait has returned
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // start runs leaderelect with args, sending its stdout lines to events.
 func start(t *testing.T, events chan<- event, name string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{name: name, stderr: &testenv.SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = p.stderr

@@ -75,7 +75,7 @@ func TestModuleStores(t *testing.T) {
 // the command has, then checks that status shows the released record.
 func runAndStatus(t *testing.T, store string) {
 	t.Helper()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	done := make(chan outcome, 1)
 	go func() {
 		done <- dispatch([]string{"run", "--store", store, "--id", "cli-test", "--term=2s", "--skew=200ms", "--", "true"}, &stdout, &stderr)
@@ -88,7 +88,7 @@ func runAndStatus(t *testing.T, store string) {
 	case <-time.After(time.Minute):
 		t.Fatalf("run on %s did not finish\n%s", store, &stderr)
 	}
-	var out, errOut syncBuffer
+	var out, errOut testenv.SyncBuffer
 	if o := dispatch([]string{"status", "--store", store}, &out, &errOut); o.code != exitOK ||
 		!strings.Contains(out.String(), "cli-test") {
 		t.Errorf("status on %s: exit %+v\n%s%s", store, o, &out, &errOut)

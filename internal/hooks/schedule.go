@@ -12,15 +12,10 @@ type legacyKey struct{}
 // that a benchmark can show both side by side: a waiting candidate polls
 // PollInterval less a random quarter after its last read, and the herd window
 // is sized by ExpectedCandidates alone (never learnt).
-func WithLegacyScheduling(ctx context.Context) context.Context {
-	return context.WithValue(ctx, legacyKey{}, true)
-}
+func WithLegacyScheduling(ctx context.Context) context.Context { return withFlag(ctx, legacyKey{}) }
 
 // LegacyScheduling reports whether WithLegacyScheduling applies to ctx.
-func LegacyScheduling(ctx context.Context) bool {
-	v, _ := ctx.Value(legacyKey{}).(bool)
-	return v
-}
+func LegacyScheduling(ctx context.Context) bool { return flag(ctx, legacyKey{}) }
 
 type herdProbeKey struct{}
 
@@ -46,12 +41,15 @@ type sharedGridKey struct{}
 // zero on the clock) instead of one drawn for each: pollers on clocks that
 // agree then read in step for good, the failure the simulation's check for
 // polls in step must catch.
-func WithSharedPollGrid(ctx context.Context) context.Context {
-	return context.WithValue(ctx, sharedGridKey{}, true)
-}
+func WithSharedPollGrid(ctx context.Context) context.Context { return withFlag(ctx, sharedGridKey{}) }
 
 // SharedPollGrid reports whether WithSharedPollGrid applies to ctx.
-func SharedPollGrid(ctx context.Context) bool {
-	v, _ := ctx.Value(sharedGridKey{}).(bool)
+func SharedPollGrid(ctx context.Context) bool { return flag(ctx, sharedGridKey{}) }
+
+// withFlag sets the boolean hook key on ctx; flag reports whether it is set.
+func withFlag(ctx context.Context, key any) context.Context { return context.WithValue(ctx, key, true) }
+
+func flag(ctx context.Context, key any) bool {
+	v, _ := ctx.Value(key).(bool)
 	return v
 }

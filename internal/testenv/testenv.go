@@ -50,3 +50,22 @@ func announce(server, msg string) {
 	defer tty.Close()
 	fmt.Fprintf(tty, "SKIP (%s): %s\n", os.Args[0][strings.LastIndex(os.Args[0], "/")+1:], msg)
 }
+
+// SyncBuffer collects what concurrent writers write (a logger, a child
+// process's output), for a test to read with String.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
