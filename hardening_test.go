@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/hooks"
 	"github.com/racedecider/leaderelection/memory"
 )
 
@@ -464,3 +466,48 @@ func TestRecreatedRecordIsADeletionTooWhereNoReadSawItMissing(t *testing.T) {
 
 // pollOnly hides a Decider's change notifications.
 type pollOnly struct{ leaderelection.RaceDecider }
+
+// notListening is a push channel that never comes up: each wait ends with
+// the caller's deadline, with an error that does not wrap it, as a
+// ChangeNotifier whose channel is still connecting reports it.
+type notListening struct {
+	leaderelection.RaceDecider
+	waits atomic.Int64
+}
+
+func (n *notListening) WaitForChange(ctx context.Context, _ entry.LeaderToken) (*entry.RaceEntry, error) {
+	n.waits.Add(1)
+	<-ctx.Done()
+	return nil, fmt.Errorf("not listening yet (%v)", ctx.Err())
+}
+
+// A wait on a push channel that was not up vouches for nothing: a candidate
+// that found the record free reads again at the end of its draw, and stands
+// down for the tenure begun meanwhile, instead of writing blind.
+func TestWaitOnAChannelNotUpVouchesForNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newDelayedStore(2500*time.Microsecond, false)
+		b := &notListening{RaceDecider: st.access("b")}
+		m := newMonitor(t)
+		cfg := baseConfig(b, "b", m, nil)
+		cfg.ExpectedCandidates = 50 // a wide herd window, so b's draw ends well after a's write
+		ctx, cancel := context.WithCancel(hooks.WithRand(t.Context(), rand.New(rand.NewPCG(1, 2))))
+		done := make(chan error, 1)
+		go func() { done <- cfg.Acquire(ctx) }()
+		// b's read has found the record free: a takes it while b draws.
+		time.Sleep(5*time.Millisecond + 100*time.Microsecond)
+		if _, err := st.mem.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, LeaderID: "a", WriteID: "a1",
+			TermExpiry: time.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if b.waits.Load() == 0 {
+			t.Fatal("b never waited on the push channel")
+		}
+		if _, w := st.between(time.Time{}, time.Now()); len(w) != 0 {
+			t.Errorf("b wrote %d times over a's new tenure; want it to read at the end of its draw and stand down", len(w))
+		}
+		cancel()
+		<-done
+	})
+}

@@ -73,7 +73,10 @@ type ChangeNotifier interface {
 	// identified by token, then returns the record that replaced it, as
 	// ReadCurrent would. It returns at once if the record has already
 	// changed. When ctx ends first it must return an error wrapping
-	// ctx.Err().
+	// ctx.Err() if it watched for changes from the call on, which
+	// vouches that none came, and an error that does not wrap it if it
+	// could not (its channel was not up yet, say), so that the caller
+	// reads instead.
 	WaitForChange(ctx context.Context, token entry.LeaderToken) (*entry.RaceEntry, error)
 }
 

@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	clocks "github.com/vimeo/go-clocks"
@@ -46,8 +47,11 @@ func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Tim
 	defer cancel()
 	began := w.clock.Now()
 	rec, err := w.n.WaitForChange(wctx, tok)
-	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
-		err = nil // the wait ran its course: nothing changed
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil && errors.Is(err, wctx.Err()) {
+		// The wait ran its course: nothing changed. (A channel that
+		// was not up meanwhile says so with another error: it vouches
+		// for nothing, and the caller reads.)
+		err = nil
 	}
 	w.h.request(OpWait, w.clock.Now().Sub(began), err, ctx.Err())
 	switch {
@@ -55,13 +59,13 @@ func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Tim
 		return nil, false, ctx.Err()
 	case err == nil && rec != nil:
 		return rec, false, nil
-	case wctx.Err() != nil:
+	case err == nil && wctx.Err() != nil:
 		return nil, true, nil
 	case err == nil:
 		err = errNoRecord
 	}
-	// The channel failed before the deadline: fall back to a poll, no
-	// sooner than poll after the attempt began, so that a channel that
+	// The channel failed, or could not vouch for the wait: fall back to a
+	// poll, no sooner than poll after the attempt began, so that a channel that
 	// fails at once cannot turn into a busy loop, and no later, so that a
 	// broken channel cannot blind the caller.
 	if w.onPushErr != nil {

@@ -214,3 +214,34 @@ func TestElectionWithFaults(t *testing.T) {
 		t.Errorf("%.0f requests/s over the run; want at most 60", rate)
 	}
 }
+
+// TestWaitVouchesOnlyWhenWatching: a wait that ends before the watch has
+// started does not wrap the deadline, which would vouch that nothing
+// changed (see leaderelection.ChangeNotifier); once the watch knows the
+// token current, a wait that ends with nothing new does.
+func TestWaitVouchesOnlyWhenWatching(t *testing.T) {
+	f := newFaulty(t)
+	n := f.D.(leaderelection.ChangeNotifier)
+	tok := faultproxy.MustWrite(t, f.Direct, faultproxy.Record(0, "w0", entry.LeaderToken{}))
+	f.Proxy.SetLatency(time.Second) // the watch's first LIST takes a second
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	_, err := n.WaitForChange(ctx, tok)
+	cancel()
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForChange before the watch started = %v; want an error that does not wrap the deadline", err)
+	}
+	f.Proxy.SetLatency(0)
+	// The watch comes up within about a second (its first LIST was sent
+	// with the latency): from then on a wait vouches.
+	for i := 0; ; i++ {
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		_, err = n.WaitForChange(ctx, tok)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if i == 20 {
+			t.Fatalf("WaitForChange on the current version, 6 s on = %v; want the deadline", err)
+		}
+	}
+}

@@ -66,6 +66,9 @@ func (b *backoff) next() time.Duration {
 //
 // While the watch is down (until it is back, with capped jittered backoff),
 // WaitForChange returns an error at once, so that the engine polls instead.
+// A wait that ctx ends before the watch knew token current (the watch still
+// starting, a GET under way) returns an error that does not wrap ctx's: it
+// vouches for nothing, and the engine reads.
 func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*entry.RaceEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("kube: wait for a change of %s: %w", d.name, err)
@@ -74,7 +77,10 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 	if err != nil {
 		return nil, err
 	}
-	confirmed := false // token is the stored version, per a read after the watch began
+	// confirmed: token is the stored version, per a read after the watch
+	// began. vouched: the watch knew token current at some point, so that
+	// a wait that ends finding nothing new vouches that nothing changed.
+	confirmed, vouched := false, false
 	for {
 		s, err := w.await(ctx)
 		if err != nil {
@@ -84,12 +90,16 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 		switch {
 		case s.version() == token.Version:
 			// Unchanged as far as the watch knows.
+			vouched = true
 		case seen:
 			// The watch saw token and then what replaced it: events
 			// arrive in order.
 			return d.fromWatch(s.lease)
 		case !confirmed:
 			e, err := d.ReadCurrent(ctx)
+			if err != nil && ctx.Err() != nil {
+				return nil, d.notWatched(ctx)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -98,14 +108,24 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 			}
 			// Current, but newer than the watch's news: its event
 			// is on the way.
-			confirmed = true
+			confirmed, vouched = true, true
 		}
 		select {
 		case <-ctx.Done():
+			if !vouched {
+				return nil, d.notWatched(ctx)
+			}
 			return nil, fmt.Errorf("kube: wait for a change of %s: %w", d.name, ctx.Err())
 		case <-s.wake:
 		}
 	}
+}
+
+// notWatched is the error of a wait that ended before the watch could vouch
+// for its token: not ctx's own, since it vouches for nothing (see
+// leaderelection.ChangeNotifier), and the caller must read.
+func (d *Decider) notWatched(ctx context.Context) error {
+	return fmt.Errorf("kube: wait for a change of %s: ended (%v) before the watch could tell whether it changed", d.name, ctx.Err())
 }
 
 // fromWatch is the record of a Lease the watch delivered (nil: deleted).
@@ -196,7 +216,7 @@ func (w *watcher) await(ctx context.Context) (snapshot, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return s, fmt.Errorf("kube: wait for a change of %s: starting the watch: %w", w.d.name, ctx.Err())
+			return s, w.d.notWatched(ctx)
 		case <-wake:
 		}
 	}

@@ -56,7 +56,9 @@ func (b *backoff) next() time.Duration {
 //
 // While the listener's connection is down (until it is back, with capped
 // jittered backoff), WaitForChange returns an error at once, so that the
-// engine polls instead.
+// engine polls instead. A wait that ctx ends before the listener knew token
+// current (still connecting, its read under way) returns an error that does
+// not wrap ctx's: it vouches for nothing, and the engine reads.
 func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*entry.RaceEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: wait for a change of %s: %w", d.name, err)
@@ -67,8 +69,11 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 	}
 	// want is the first read whose result answers this waiter: one begun
 	// after the call, or after the last read that found token. Zero until
-	// the listener listens.
+	// the listener listens. vouched: the listener knew token current at
+	// some point, so that a wait that ends with no news vouches that
+	// nothing changed.
 	var want uint64
+	vouched := false
 	defer func() {
 		if want != 0 {
 			ln.mu.Lock()
@@ -85,7 +90,7 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 		case want == 0:
 			ln.waiters++
 			if ln.vouches(token) {
-				want = ln.asked + 1
+				want, vouched = ln.asked+1, true
 			} else {
 				ln.askLocked()
 				want = ln.asked
@@ -109,12 +114,15 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 			return got.rec.Clone(), nil
 		default:
 			// Unchanged: the next read after a notification answers.
-			want = got.asOf + 1
+			want, vouched = got.asOf+1, true
 		}
 		select {
 		case <-ctx.Done():
-			if state == connecting {
-				return nil, fmt.Errorf("postgres: wait for a change of %s: connecting the listener: %w", d.name, ctx.Err())
+			if !vouched {
+				// Not ctx.Err() itself: the listener vouches for
+				// nothing (see leaderelection.ChangeNotifier), and
+				// the caller must read.
+				return nil, fmt.Errorf("postgres: wait for a change of %s: ended (%v) before the listener could tell whether it changed", d.name, ctx.Err())
 			}
 			return nil, fmt.Errorf("postgres: wait for a change of %s: %w", d.name, ctx.Err())
 		case <-wake:

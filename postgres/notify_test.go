@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -249,5 +250,63 @@ func TestWaitForChangeNewerToken(t *testing.T) {
 	// The waiter's read found tok2: the older token is answered at once.
 	if r := <-waitAsync(t.Context(), d, tok1); r.err != nil || !r.e.Token.SameVersion(tok2) {
 		t.Fatalf("WaitForChange(%s) = %+v, %v; want version %s", tok1.Version, r.e, r.err, tok2.Version)
+	}
+}
+
+// TestWaitVouchesOnlyWhenListening: a wait that ends before the listener
+// could tell whether the row changed (it could not connect, or its read of
+// the row did not come back) does not wrap the deadline, which would vouch
+// that nothing changed (see leaderelection.ChangeNotifier); a wait whose
+// token the listener read ends with it.
+func TestWaitVouchesOnlyWhenListening(t *testing.T) {
+	dsn := serverDSN(t)
+	table := freshTable(t, newPool(t, dsn, 1))
+	election := freshName("election")
+	writer := newDecider(t, newPool(t, dsn, 2), table, election)
+	tok := faultproxy.MustWrite(t, writer, faultproxy.Record(0, "w0", entry.LeaderToken{}))
+
+	pool := newPool(t, dsn, 1)
+	d := newDecider(t, pool, table, election)
+	// Each connection held is released at the latest before d closes,
+	// which waits for its listener.
+	hold := func() func() {
+		t.Helper()
+		c, err := pool.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := sync.OnceFunc(c.Release)
+		t.Cleanup(release)
+		return release
+	}
+	release := hold() // the listener cannot connect
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	_, err := d.WaitForChange(ctx, tok)
+	cancel()
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForChange with the listener unable to connect = %v; want an error that does not wrap the deadline", err)
+	}
+	release()
+	if err := postgres.AwaitListening(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+
+	// Listening (on a connection the listener took from the pool for
+	// good), but its read of the row, which a token it has not read
+	// needs, waits for the pool's connection.
+	release = hold()
+	ctx, cancel = context.WithTimeout(t.Context(), 200*time.Millisecond)
+	_, err = d.WaitForChange(ctx, tok)
+	cancel()
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForChange whose read of the row could not run = %v; want an error that does not wrap the deadline", err)
+	}
+	release()
+
+	ctx, cancel = context.WithTimeout(t.Context(), 300*time.Millisecond)
+	_, err = d.WaitForChange(ctx, tok)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForChange on the current version, listening = %v; want the deadline", err)
 	}
 }
