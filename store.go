@@ -208,6 +208,10 @@ func (cd *candidate) ours(rec *entry.RaceEntry) (pendingWrite, bool) {
 }
 
 // latencies keeps the last few durations of one kind of store call.
+// rttSettled is how many round trips a candidate that is pushed changes
+// times before it stops reading while it waits (see waitForFree).
+const rttSettled = 3
+
 type latencies struct {
 	samples [8]time.Duration
 	n       int
