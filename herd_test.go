@@ -141,7 +141,7 @@ func TestHandOverAmongThreeKeepsItsWindow(t *testing.T) {
 	for _, stagger := range []time.Duration{time.Second, 0} {
 		var atFloor, windows int
 		var elect, oldElect []time.Duration
-		for seed := uint64(1); seed <= 12; seed++ {
+		for seed := uint64(1); seed <= 48; seed++ {
 			now := runHerdStaggered(t, 3, 12, true, false, seed, stagger)
 			old := runHerdStaggered(t, 3, 12, true, true, seed, stagger)
 			elect = append(elect, now.elect...)
