@@ -329,7 +329,7 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 		// channel that went silent delays a hand-over to the term's end,
 		// and nothing more.)
 		until = minTime(until, cd.nextPoll())
-	} else if cd.rtt.n < rttSettled {
+	} else if !cd.legacy && cd.rtt.n < rttSettled {
 		// Pushed changes spare it reads, so its round trip (which sizes
 		// and times the herd window) would be its first read's, which a
 		// crowd started together queues at the store, or a connection
