@@ -40,10 +40,11 @@ import (
 //     them: a herd too big for its window does that nearly every time (40
 //     in the floor's window: their first writer draws a tenth of a round
 //     trip into it, which shows a crowd even with its news a quarter of a
-//     round trip late), two candidates over 4 round trips one time in 180. (A rule on the first writer's time alone,
-//     such as within an eighth of a round trip, fails when the news of a
-//     write comes that much later than its round trip, as a store that reads
-//     the record before pushing it delivers it.)
+//     round trip late), two candidates over 4 round trips one time in 180.
+//     (A rule on the first writer's time alone, such as within an eighth of
+//     a round trip, fails when the news of a write comes that much later
+//     than its round trip, as a store that reads the record before pushing
+//     it delivers it.)
 //   - A candidate that expects a herd more than twice its floor (wide)
 //     yields the floor's window to those that do not (see offset), and learns
 //     only from first writers that drew after it, and from its own draw when
