@@ -329,13 +329,6 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 		// channel that went silent delays a hand-over to the term's end,
 		// and nothing more.)
 		until = minTime(until, cd.nextPoll())
-	} else if !cd.legacy && cd.rtt.n < rttSettled {
-		// Pushed changes spare it reads, so its round trip (which sizes
-		// and times the herd window) would be its first read's, which a
-		// crowd started together queues at the store, or a connection
-		// set-up slows: many times the store's. A read or two at random
-		// moments in its first waits settle it.
-		until = minTime(until, cd.Clock.Now().Add(cd.rng.jitter(cd.PollInterval)))
 	}
 	pushed, quiet, err := cd.waiter.wait(ctx, rec.Token, until)
 	switch {
@@ -459,12 +452,8 @@ const (
 // wrote (wrote: it sent a write) or a rival's new tenure, or neither (no
 // outcome yet). The rival's draw is timed when the draw allows it:
 //
-//   - stood down: the rival's record says when it sent its write (the
-//     TermExpiry it wrote less TermLength, on its clock), which was before
-//     its push arrived (listened) or this candidate's read at the end of
-//     its draw found it (reread). Timing it by when the push arrived would
-//     count the store's delay in pushing (a listener that reads the record
-//     after each notification, as PostgreSQL's does) as the rival's;
+//   - listened, stood down: the rival's write was sent about a round trip
+//     before its push arrived (now);
 //   - wrote and lost: the rival's write landed before ours but had not
 //     reached us when our draw ended (listened), or landed after our second
 //     read (reread), so it drew within a round trip before us; within those
@@ -472,7 +461,9 @@ const (
 //     less TermLength), exact between hosts whose clocks agree;
 //   - takeover: the rival woke at the same takeover time on its own clock,
 //     read, and sent its write at the TermExpiry it wrote less TermLength,
-//     also on its clock.
+//     also on its clock;
+//   - reread, stood down: a rival seen on the second read only says it drew
+//     earlier: no timing.
 func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 	d := cd.draw
 	cd.draw = draw{}
@@ -516,22 +507,11 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 			x -= rtt // it read again before writing
 		}
 		x = min(max(x, d.j-rtt), d.j)
+	case d.kind == drawListened:
+		x = cd.Clock.Now().Sub(d.start) - rtt
 	default:
-		// Stood down: the rival's write was sent before this candidate
-		// heard of it (listened) or read it (reread, at the end of its
-		// draw), at the time its record says, on its clock.
-		by := d.j
-		if d.kind == drawListened {
-			by = cd.Clock.Now().Sub(d.start)
-		}
-		x = min(next.TermExpiry.Add(-cd.TermLength).Sub(d.start), by)
-		if d.kind == drawReread && x < -rtt {
-			// Its write was sent before this candidate's read that
-			// found the record free was answered: its clock is off,
-			// as the read would have found it otherwise.
-			cd.herd.quiet()
-			return
-		}
+		cd.herd.quiet()
+		return
 	}
 	if d.off > 0 && x < d.off {
 		// The first writer drew in the part of the window this candidate

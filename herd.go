@@ -35,23 +35,13 @@ import (
 //     mistake at their first hand-over.
 //   - Otherwise a sample moves the estimate a quarter of the way to what it
 //     shows (in logarithms), except that a candidate whose herd is not wide
-//     (see below) raises it only when three hand-overs in a row showed a
-//     herd over three times its own, and then in full, to the least of
-//     them: a herd too big for its window does that nearly every time (40
-//     in the floor's window: their first writer draws a tenth of a round
-//     trip into it, which shows a crowd even with its news a quarter of a
-//     round trip late), two candidates over 4 round trips one time in 180.
-//     (A rule on the first writer's time alone, such as within an eighth of
-//     a round trip, fails when the news of a write comes that much later
-//     than its round trip, as a store that reads the record before pushing
-//     it delivers it.)
+//     (see below) raises it only when two hand-overs in a row had their
+//     first writer within an eighth of a round trip of the window's start,
+//     and then in full: a herd too big for its window does that every time,
+//     two candidates over 4 round trips one time in 250.
 //   - A candidate that expects a herd more than twice its floor (wide)
 //     yields the floor's window to those that do not (see offset), and learns
-//     only from first writers that drew after it, and from its own draw when
-//     it waits alone. Hand-overs won in the part it yields say nothing of
-//     its herd, and move it towards the floor only very slowly: faster, a
-//     big herd that a few candidates at the floor keep winning from would
-//     fall back into the floor's window, crowding it.
+//     only from first writers that drew after it.
 
 // herdMax bounds the learnt herd; the window is bounded by TermLength/2
 // anyway.
@@ -69,15 +59,11 @@ const (
 	herdGain = 0.25
 	// herdYieldGain: a hand-over won in the part of the window a wide
 	// candidate yields.
-	herdYieldGain = 1.0 / 256
+	herdYieldGain = 1.0 / 32
 	// herdQuietGain: a hand-over this candidate won without timing (found
 	// free by a poll).
 	herdQuietGain = 1.0 / 16
 )
-
-// herdStreak is how many crowded samples in a row raise a herd that is not
-// wide.
-const herdStreak = 3
 
 // herd is what a candidate has learnt of the herds it meets: m is how many
 // candidates, itself included, it expects to find the record free together.
@@ -88,12 +74,10 @@ type herd struct {
 	// less.
 	floor float64
 	m     float64
-	// streak counts the crowded samples in a row (see sawRival), the
-	// least of which showed a herd of streakMin; cold is set after a
-	// sample from candidates started together that raised the herd.
-	streak    int
-	streakMin float64
-	cold      bool
+	// strong is set after a sample whose first writer drew within an
+	// eighth of a round trip of the window's start; cold after a sample
+	// from candidates started together that raised the herd.
+	strong, cold bool
 	// fixed keeps m at the hint (hooks.WithLegacyScheduling).
 	fixed bool
 }
@@ -165,16 +149,8 @@ func (h *herd) sawRival(w, x, rtt time.Duration, cold bool) {
 	// exp(-0.577) = 0.56. A draw at (or, by measuring error, before) the
 	// start of the window counts as one at w/(2 herdMax).
 	est := 0.56 * float64(w) / max(float64(x), float64(w)/(2*herdMax))
-	// A crowded sample: its first writer drew early enough for a herd
-	// three times this one's.
-	if est > 3*h.m {
-		if h.streak == 0 || est < h.streakMin {
-			h.streakMin = est
-		}
-		h.streak++
-	} else {
-		h.streak = 0
-	}
+	strong := x < rtt/8
+	defer func() { h.strong = strong }()
 	switch {
 	case cold:
 		// In full, but only a first writer within half a round trip of
@@ -190,9 +166,8 @@ func (h *herd) sawRival(w, x, rtt time.Duration, cold bool) {
 		}
 		h.move(est, 1)
 	case est > h.m && !h.wide():
-		if h.streak >= herdStreak {
-			h.move(h.streakMin, 1)
-			h.streak = 0
+		if strong && h.strong {
+			h.move(est, 1)
 		}
 	default:
 		g := herdGain

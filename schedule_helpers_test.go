@@ -24,11 +24,6 @@ type delayedStore struct {
 	mem  *memory.Decider
 	leg  time.Duration // one way: a request's round trip is 2 x leg
 	push bool
-	// setup, if set, delays each access's first request by setup times the
-	// number of accesses that sent theirs before it: a crowd started
-	// together queues for connections that are set up one at a time.
-	setup  time.Duration
-	opened int
 
 	mu  sync.Mutex
 	ops []storeOp
@@ -42,19 +37,6 @@ type storeOp struct {
 
 func newDelayedStore(leg time.Duration, push bool) *delayedStore {
 	return &delayedStore{mem: memory.NewDecider(), leg: leg, push: push}
-}
-
-// open delays an access's first request (see setup).
-func (s *delayedStore) open(a *storeAccess) {
-	if s.setup == 0 || a.opened {
-		return
-	}
-	a.opened = true
-	s.mu.Lock()
-	k := s.opened
-	s.opened++
-	s.mu.Unlock()
-	time.Sleep(time.Duration(k) * s.setup)
 }
 
 func (s *delayedStore) log(who string, write bool) {
@@ -91,14 +73,12 @@ func (s *delayedStore) access(who string) leaderelection.RaceDecider {
 }
 
 type storeAccess struct {
-	s      *delayedStore
-	who    string
-	opened bool
+	s   *delayedStore
+	who string
 }
 
 func (a *storeAccess) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	a.s.log(a.who, false)
-	a.s.open(a)
 	time.Sleep(a.s.leg)
 	rec, err := a.s.mem.ReadCurrent(ctx)
 	time.Sleep(a.s.leg)
@@ -107,7 +87,6 @@ func (a *storeAccess) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error)
 
 func (a *storeAccess) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
 	a.s.log(a.who, true)
-	a.s.open(a)
 	time.Sleep(a.s.leg)
 	tok, err := a.s.mem.WriteEntry(ctx, e)
 	time.Sleep(a.s.leg)

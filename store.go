@@ -207,10 +207,6 @@ func (cd *candidate) ours(rec *entry.RaceEntry) (pendingWrite, bool) {
 	return pendingWrite{}, false
 }
 
-// rttSettled is how many round trips a candidate that is pushed changes
-// times before it stops reading while it waits (see waitForFree).
-const rttSettled = 3
-
 // latencies keeps the last few durations of one kind of store call.
 type latencies struct {
 	samples [8]time.Duration
