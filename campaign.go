@@ -509,6 +509,14 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 		x = min(max(x, d.j-rtt), d.j)
 	case d.kind == drawListened:
 		x = cd.Clock.Now().Sub(d.start) - rtt
+	case d.cold && cd.waiter.n != nil:
+		// Reread at a start-up, stood down, by candidates started
+		// together on a store that pushes changes, whose channel was
+		// not up yet (they read instead of listening, as the rival
+		// did): the rival read again at the end of its own draw, then
+		// sent its write (at the time its record says, on its clock),
+		// which this candidate's read at the end of its draw found.
+		x = min(next.TermExpiry.Add(-cd.TermLength).Sub(d.start)-rtt, d.j)
 	default:
 		cd.herd.quiet()
 		return

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/hooks"
 	"github.com/racedecider/leaderelection/racedecidertest"
 )
@@ -243,6 +244,73 @@ func TestHerdWindowNarrowsAfterQuietHandOvers(t *testing.T) {
 		mu.Unlock()
 		for _, id := range kept {
 			cands[id].Stop(t)
+		}
+	})
+}
+
+// notUpUntil is a push channel that comes up only at up: a wait that ends
+// before then vouches for nothing (see leaderelection.ChangeNotifier).
+type notUpUntil struct {
+	leaderelection.RaceDecider
+	n  leaderelection.ChangeNotifier
+	up time.Time
+}
+
+func (c notUpUntil) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*entry.RaceEntry, error) {
+	if wait := time.Until(c.up); wait > 0 {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("not listening yet (%v)", ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+	return c.n.WaitForChange(ctx, tok)
+}
+
+// 50 candidates started together whose push channels are not up yet read at
+// the end of their draws instead of listening: those that find the first
+// writer's tenure then learn from its record that they are many, as those
+// that listen do.
+func TestHerdStartedBeforeItsPushChannelLearns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newDelayedStore(herdLeg, true)
+		up := time.Now().Add(time.Second)
+		var (
+			mu    sync.Mutex
+			herds = map[string]float64{}
+		)
+		m := newMonitor(t)
+		var cands []*racedecidertest.Candidate
+		for i := range 50 {
+			id := "c" + itoa(i)
+			ctx := hooks.WithRand(t.Context(), rand.New(rand.NewPCG(3, uint64(i))))
+			ctx = hooks.WithHerdProbe(ctx, func(h float64, _ time.Duration) {
+				mu.Lock()
+				herds[id] = h
+				mu.Unlock()
+			})
+			a := st.access(id)
+			cfg := leaderelection.Config{Decider: notUpUntil{RaceDecider: a, n: a.(leaderelection.ChangeNotifier), up: up}, LeaderID: id, OnElected: m.OnElected(id)}
+			herdConfig(&cfg)
+			cands = append(cands, racedecidertest.StartCandidate(ctx, cfg))
+		}
+		next(m)
+		time.Sleep(herdTerm / 4)
+		// The probe reports the herd a candidate draws with; each draws
+		// again at its next wait, after its start-up.
+		mu.Lock()
+		learnt := 0
+		for _, h := range herds {
+			if h >= 8 {
+				learnt++
+			}
+		}
+		mu.Unlock()
+		if learnt < 40 {
+			t.Errorf("%d of 50 candidates started together expect a herd of 8 or more after the start-up; want at least 40", learnt)
+		}
+		for _, c := range cands {
+			c.Stop(t)
 		}
 	})
 }
