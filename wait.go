@@ -34,8 +34,8 @@ type waiter struct {
 // wait waits until until, or until the record identified by tok is replaced
 // when the Decider pushes. It returns the pushed record if one came, or
 // quiet = true if the push channel vouches that nothing changed before
-// until. With neither (no push, or a push channel that failed) the caller
-// must read. Only ctx ending is an error.
+// until. With neither (no push, a push channel that failed or could not
+// vouch) the caller must read. Only ctx ending is an error.
 func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Time) (pushed *entry.RaceEntry, quiet bool, err error) {
 	if w.n == nil {
 		if !w.clock.SleepUntil(ctx, until) {
@@ -47,10 +47,12 @@ func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Tim
 	defer cancel()
 	began := w.clock.Now()
 	rec, err := w.n.WaitForChange(wctx, tok)
-	if err != nil && wctx.Err() != nil && ctx.Err() == nil && errors.Is(err, wctx.Err()) {
-		// The wait ran its course: nothing changed. (A channel that
-		// was not up meanwhile says so with another error: it vouches
-		// for nothing, and the caller reads.)
+	vouched := true
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		// The wait ran its course. Nothing changed if the channel says
+		// so with the deadline's own error; any other (a channel not up
+		// yet) vouches for nothing, and the caller reads.
+		vouched = errors.Is(err, wctx.Err())
 		err = nil
 	}
 	w.h.request(OpWait, w.clock.Now().Sub(began), err, ctx.Err())
@@ -60,12 +62,12 @@ func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Tim
 	case err == nil && rec != nil:
 		return rec, false, nil
 	case err == nil && wctx.Err() != nil:
-		return nil, true, nil
+		return nil, vouched, nil
 	case err == nil:
 		err = errNoRecord
 	}
-	// The channel failed, or could not vouch for the wait: fall back to a
-	// poll, no sooner than poll after the attempt began, so that a channel that
+	// The channel failed before the deadline: fall back to a poll, no
+	// sooner than poll after the attempt began, so that a channel that
 	// fails at once cannot turn into a busy loop, and no later, so that a
 	// broken channel cannot blind the caller.
 	if w.onPushErr != nil {
