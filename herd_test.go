@@ -183,12 +183,7 @@ func TestHerdWindowNarrowsAfterQuietHandOvers(t *testing.T) {
 		cands := map[string]*racedecidertest.Candidate{}
 		for i := range 50 {
 			id := "c" + itoa(i)
-			ctx := hooks.WithRand(t.Context(), rand.New(rand.NewPCG(7, uint64(i))))
-			ctx = hooks.WithHerdProbe(ctx, func(h float64, _ time.Duration) {
-				mu.Lock()
-				herds[id] = h
-				mu.Unlock()
-			})
+			ctx := probed(t, 7, i, id, &mu, herds)
 			cfg := leaderelection.Config{Decider: st.access(id), LeaderID: id,
 				OnElected: func(ctx context.Context, tv *leaderelection.TimeView) {
 					elected <- id
@@ -283,12 +278,7 @@ func TestHerdStartedBeforeItsPushChannelLearns(t *testing.T) {
 		var cands []*racedecidertest.Candidate
 		for i := range 50 {
 			id := "c" + itoa(i)
-			ctx := hooks.WithRand(t.Context(), rand.New(rand.NewPCG(3, uint64(i))))
-			ctx = hooks.WithHerdProbe(ctx, func(h float64, _ time.Duration) {
-				mu.Lock()
-				herds[id] = h
-				mu.Unlock()
-			})
+			ctx := probed(t, 3, i, id, &mu, herds)
 			a := st.access(id)
 			cfg := leaderelection.Config{Decider: notUpUntil{RaceDecider: a, n: a.(leaderelection.ChangeNotifier), up: up}, LeaderID: id, OnElected: m.OnElected(id)}
 			herdConfig(&cfg)
@@ -312,5 +302,16 @@ func TestHerdStartedBeforeItsPushChannelLearns(t *testing.T) {
 		for _, c := range cands {
 			c.Stop(t)
 		}
+	})
+}
+
+// probed is the context of candidate i, id: its random choices seeded with
+// (seed, i), and the herd it draws with recorded in herds[id].
+func probed(t *testing.T, seed uint64, i int, id string, mu *sync.Mutex, herds map[string]float64) context.Context {
+	ctx := hooks.WithRand(t.Context(), rand.New(rand.NewPCG(seed, uint64(i))))
+	return hooks.WithHerdProbe(ctx, func(h float64, _ time.Duration) {
+		mu.Lock()
+		herds[id] = h
+		mu.Unlock()
 	})
 }
