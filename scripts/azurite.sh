@@ -120,9 +120,8 @@ start() {
 	# of SDKs newer than this Azurite. --disableTelemetry: it would otherwise
 	# report to Microsoft. --inMemoryPersistence: no data on
 	# disk (it runs in $STATE all the same, should it write anything).
-	(cd "$STATE" && exec setsid nohup "$BIN" --inMemoryPersistence --skipApiVersionCheck --loose --disableTelemetry --silent \
-		--blobHost "${ADDR%:*}" --blobPort "${ADDR##*:}" >"$LOG" 2>&1 </dev/null) &
-	echo $! >"$PIDFILE"
+	(cd "$STATE" && spawn "$PIDFILE" "$BIN" --inMemoryPersistence --skipApiVersionCheck --loose --disableTelemetry --silent \
+		--blobHost "${ADDR%:*}" --blobPort "${ADDR##*:}" >"$LOG" 2>&1 </dev/null)
 	await_started 150 0.1
 }
 

@@ -144,11 +144,9 @@ start() {
 		fi
 	fi
 	echo "$PORT" >"$PORTFILE"
-	# exec, so that the pid recorded is the JVM's.
-	(cd "$EMULATOR" && exec setsid nohup java -Djava.library.path=./DynamoDBLocal_lib \
+	(cd "$EMULATOR" && spawn "$PIDFILE" java -Djava.library.path=./DynamoDBLocal_lib \
 		-cp "$CLASSES:DynamoDBLocal.jar:DynamoDBLocal_lib/*" "$LAUNCHER" \
-		-inMemory -sharedDb -disableTelemetry -port "$PORT") >"$LOG" 2>&1 </dev/null &
-	echo $! >"$PIDFILE"
+		-inMemory -sharedDb -disableTelemetry -port "$PORT" >"$LOG" 2>&1 </dev/null)
 	# The JVM takes several seconds to start on a busy machine.
 	await_started 300 0.2
 }

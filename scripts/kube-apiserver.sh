@@ -50,6 +50,10 @@ KUBECONFIG_NOBODY=$STATE/kubeconfig-nobody
 KUBECONFIG_NOCACHE=$STATE/kubeconfig-nocache
 NOCACHE=${KUBE_APISERVER_NOCACHE:-1}
 
+NAME=kube-apiserver
+# lib.sh's spawn; this script's own functions below replace the rest.
+. "$ROOT/scripts/lib.sh"
+
 say() { echo "kube-apiserver.sh: $*" >&2; }
 
 # wanted_version prints the k8s.io/kubernetes and etcd versions tools/kubeserver
@@ -189,7 +193,7 @@ launch_apiserver() {
 	port=$(free_port)
 	echo "127.0.0.1:$port" >"$STATE/$addr"
 	mkdir -p "$STATE/$certs"
-	setsid nohup "$APISERVER" \
+	spawn "$STATE/$name.pid" "$APISERVER" \
 		--etcd-servers "http://$(cat "$STATE/etcd.addr")" \
 		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$port" \
 		--tls-cert-file "$STATE/ca.crt" --tls-private-key-file "$STATE/ca.key" --cert-dir "$STATE/$certs" \
@@ -202,8 +206,7 @@ launch_apiserver() {
 		--service-cluster-ip-range 10.0.0.0/24 \
 		--profiling=false \
 		"$@" \
-		>"$STATE/$name.log" 2>&1 </dev/null &
-	echo $! >"$STATE/$name.pid"
+		>"$STATE/$name.log" 2>&1 </dev/null
 }
 
 # await_apiserver NAME ADDR_FILE waits until the API server is ready; if it
@@ -253,12 +256,11 @@ start() {
 	echo "127.0.0.1:$cport" >"$STATE/etcd.addr"
 	rm -rf "$STATE/etcd-data"
 	# --unsafe-no-fsync: the data is throwaway and fsync dominates test time.
-	setsid nohup "$ETCD" --name test --data-dir "$STATE/etcd-data" \
+	spawn "$STATE/etcd.pid" "$ETCD" --name test --data-dir "$STATE/etcd-data" \
 		--listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport" \
 		--listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
 		--initial-cluster "test=http://127.0.0.1:$pport" --unsafe-no-fsync \
-		>"$STATE/etcd.log" 2>&1 </dev/null &
-	echo $! >"$STATE/etcd.pid"
+		>"$STATE/etcd.log" 2>&1 </dev/null
 	for _ in $(seq 1 100); do
 		etcd_ready && break
 		if ! alive etcd >/dev/null; then break; fi

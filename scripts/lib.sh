@@ -6,6 +6,24 @@
 
 say() { echo "$NAME.sh: $*" >&2; }
 
+# spawn PIDFILE COMMAND [ARG...] runs COMMAND in the background in a session
+# of its own, and has it write its own pid to PIDFILE (sh writes it, then
+# execs the command), so that PIDFILE names the server even where setsid
+# forks, as it does when the caller leads a process group (a shell with job
+# control): $! would name the setsid that exited. It returns once PIDFILE is
+# written. Redirections given to spawn apply to the command.
+spawn() {
+	local pidfile=$1
+	shift
+	rm -f "$pidfile"
+	setsid nohup sh -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" &
+	for _ in $(seq 1 100); do
+		[ -s "$pidfile" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 # running_pid prints the pid of the server this script started, if it runs.
 running_pid() {
 	[ -f "$PIDFILE" ] || return 1
@@ -31,10 +49,8 @@ await_started() {
 			print_env
 			return 0
 		fi
-		# A server that exited is given up on, but not in the first
-		# tries: the pid file may still name a process that has just
-		# handed over to the server (setsid forks when it must).
-		if [ "$i" -gt 10 ] && ! running_pid >/dev/null; then
+		# A server that exited is given up on.
+		if ! running_pid >/dev/null; then
 			break
 		fi
 		sleep "$interval"

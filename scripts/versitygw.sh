@@ -106,10 +106,8 @@ start() {
 		fi
 	fi
 	echo "$ADDR" >"$ADDRFILE"
-	# The server writes its own pid (sh execs it), so that the pid file
-	# names it even where setsid forks.
 	ROOT_ACCESS_KEY=$ACCESS_KEY ROOT_SECRET_KEY=$SECRET_KEY \
-		setsid nohup sh -c 'echo $$ >"$0"; exec "$@"' "$PIDFILE" "$BIN" --port "$ADDR" posix "$STATE/data" >"$LOG" 2>&1 </dev/null &
+		spawn "$PIDFILE" "$BIN" --port "$ADDR" posix "$STATE/data" >"$LOG" 2>&1 </dev/null
 	await_started 100 0.1 "data in $STATE/data"
 }
 
