@@ -467,18 +467,31 @@ func TestRecreatedRecordIsADeletionTooWhereNoReadSawItMissing(t *testing.T) {
 // pollOnly hides a Decider's change notifications.
 type pollOnly struct{ leaderelection.RaceDecider }
 
-// notListening is a push channel that never comes up: each wait ends with
-// the caller's deadline, with an error that does not wrap it, as a
-// ChangeNotifier whose channel is still connecting reports it.
-type notListening struct {
+// notUpUntil is a push channel that comes up at up, or never if n is nil:
+// a wait that ends before then ends with an error that does not wrap the
+// deadline, as a ChangeNotifier whose channel is still connecting reports
+// it.
+type notUpUntil struct {
 	leaderelection.RaceDecider
+	n     leaderelection.ChangeNotifier
+	up    time.Time
 	waits atomic.Int64
 }
 
-func (n *notListening) WaitForChange(ctx context.Context, _ entry.LeaderToken) (*entry.RaceEntry, error) {
-	n.waits.Add(1)
-	<-ctx.Done()
-	return nil, fmt.Errorf("not listening yet (%v)", ctx.Err())
+func (c *notUpUntil) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*entry.RaceEntry, error) {
+	c.waits.Add(1)
+	if c.n == nil || time.Now().Before(c.up) {
+		var up <-chan time.Time // never, without n
+		if c.n != nil {
+			up = time.After(time.Until(c.up))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("not listening yet (%v)", ctx.Err())
+		case <-up:
+		}
+	}
+	return c.n.WaitForChange(ctx, tok)
 }
 
 // A wait on a push channel that was not up vouches for nothing: a candidate
@@ -487,7 +500,7 @@ func (n *notListening) WaitForChange(ctx context.Context, _ entry.LeaderToken) (
 func TestWaitOnAChannelNotUpVouchesForNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newDelayedStore(2500*time.Microsecond, false)
-		b := &notListening{RaceDecider: st.access("b")}
+		b := &notUpUntil{RaceDecider: st.access("b")}
 		m := newMonitor(t)
 		cfg := baseConfig(b, "b", m, nil)
 		cfg.ExpectedCandidates = 50 // a wide herd window, so b's draw ends well after a's write

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	leaderelection "github.com/racedecider/leaderelection"
-	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/hooks"
 	"github.com/racedecider/leaderelection/racedecidertest"
 )
@@ -243,25 +242,6 @@ func TestHerdWindowNarrowsAfterQuietHandOvers(t *testing.T) {
 	})
 }
 
-// notUpUntil is a push channel that comes up only at up: a wait that ends
-// before then vouches for nothing (see leaderelection.ChangeNotifier).
-type notUpUntil struct {
-	leaderelection.RaceDecider
-	n  leaderelection.ChangeNotifier
-	up time.Time
-}
-
-func (c notUpUntil) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*entry.RaceEntry, error) {
-	if wait := time.Until(c.up); wait > 0 {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("not listening yet (%v)", ctx.Err())
-		case <-time.After(wait):
-		}
-	}
-	return c.n.WaitForChange(ctx, tok)
-}
-
 // 50 candidates started together whose push channels are not up yet read at
 // the end of their draws instead of listening: those that find the first
 // writer's tenure then learn from its record that they are many, as those
@@ -280,7 +260,7 @@ func TestHerdStartedBeforeItsPushChannelLearns(t *testing.T) {
 			id := "c" + itoa(i)
 			ctx := probed(t, 3, i, id, &mu, herds)
 			a := st.access(id)
-			cfg := leaderelection.Config{Decider: notUpUntil{RaceDecider: a, n: a.(leaderelection.ChangeNotifier), up: up}, LeaderID: id, OnElected: m.OnElected(id)}
+			cfg := leaderelection.Config{Decider: &notUpUntil{RaceDecider: a, n: a.(leaderelection.ChangeNotifier), up: up}, LeaderID: id, OnElected: m.OnElected(id)}
 			herdConfig(&cfg)
 			cands = append(cands, racedecidertest.StartCandidate(ctx, cfg))
 		}

@@ -61,7 +61,7 @@ func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Tim
 		return nil, false, ctx.Err()
 	case err == nil && rec != nil:
 		return rec, false, nil
-	case err == nil && wctx.Err() != nil:
+	case wctx.Err() != nil:
 		return nil, vouched, nil
 	case err == nil:
 		err = errNoRecord

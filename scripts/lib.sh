@@ -42,8 +42,8 @@ running_pid() {
 # environment. It gives up when the server exits or after TRIES x INTERVAL
 # seconds, showing the end of its log.
 await_started() {
-	local tries=$1 interval=$2 detail=${3:-} i
-	for i in $(seq 1 "$tries"); do
+	local tries=$1 interval=$2 detail=${3:-}
+	for _ in $(seq 1 "$tries"); do
 		if answers; then
 			say "started (pid $(cat "$PIDFILE")) at $ENDPOINT${detail:+, $detail}, log in $LOG"
 			print_env
