@@ -225,7 +225,11 @@ func TestNegativeControls(t *testing.T) {
 		negativeControl(t, "offsets", "mutual-exclusion", controlSeeds)
 	})
 	t.Run("followers configured with MaxClockSkew 0", func(t *testing.T) {
-		negativeControl(t, "zeroskew", "mutual-exclusion", controlSeeds)
+		// About one seed in seven shows two leaders (most show only a
+		// premature takeover), and which ones moves with the engine's
+		// schedule: more seeds, so that the control does not hang on
+		// one.
+		negativeControl(t, "zeroskew", "mutual-exclusion", 3*controlSeeds)
 	})
 	t.Run("store accepting writes on stale tokens", func(t *testing.T) {
 		negativeControl(t, "stalestore", "mutual-exclusion", controlSeeds)
