@@ -122,8 +122,9 @@ type candidate struct {
 	// lineage is the Lineage of the last record read (see observe).
 	lineage string
 	// rtt tracks the store's round trip, which sizes herdJitter; writes
-	// tracks write latencies, which time extensions.
-	rtt, writes latencies
+	// tracks write latencies, which time extensions; pushes, the delay of
+	// pushed records (see news).
+	rtt, writes, pushes latencies
 	// herd is what this candidate has learnt of the herds it meets, which
 	// sizes the herd window; draw is its part in the current herd, if any.
 	herd herd
@@ -171,7 +172,7 @@ func (cd *candidate) herdJitter() time.Duration {
 		// A candidate built without Acquire (tests): nothing learnt yet.
 		cd.herd = newHerd(cd.ExpectedCandidates, cd.legacy)
 	}
-	w := cd.herd.window(cd.rtt.fastest(), cd.TermLength)
+	w := cd.herd.window(cd.news(), cd.TermLength)
 	if cd.probe != nil {
 		cd.probe(cd.herd.m, w)
 	}
@@ -182,14 +183,23 @@ func (cd *candidate) herdJitter() time.Duration {
 // width, and the draw (a while from the window's start).
 func (cd *candidate) herdDraw() (off, w, j time.Duration) {
 	w = cd.herdJitter()
-	off = cd.herd.offset(cd.rtt.fastest(), cd.TermLength)
+	off = cd.herd.offset(cd.news(), cd.TermLength)
 	return off, w, off + cd.rng.jitter(w)
 }
 
 func (cd *candidate) campaign(ctx context.Context) error {
+	started := cd.Clock.Now()
 	rec, err := cd.read(ctx)
 	if err != nil {
 		return err
+	}
+	if rec.ElectionNumber != entry.NoElections && !rec.Released && rec.TermExpiry.Add(-cd.TermLength).After(started) {
+		// A tenure sent after this candidate started (on its writer's
+		// clock): its writer started with it, and won while this
+		// candidate's first read was under way, as happens when a crowd
+		// starts together and its first reads queue at the store (see
+		// herd.startedLate).
+		cd.herd.startedLate()
 	}
 	// jittered records whether this candidate has waited a random while
 	// since the record became free, so that candidates who saw it free
@@ -330,7 +340,11 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 		// and nothing more.)
 		until = minTime(until, cd.nextPoll())
 	}
+	began := cd.Clock.Now()
 	pushed, quiet, err := cd.waiter.wait(ctx, rec.Token, until)
+	if pushed != nil {
+		cd.pushed(pushed, began)
+	}
 	switch {
 	case err != nil:
 		return nil, err
@@ -390,7 +404,11 @@ func (cd *candidate) spreadOut(ctx context.Context, rec *entry.RaceEntry, pushed
 	}
 	cd.draw = draw{}
 	if cd.waiter.n != nil && (pushed || !cd.legacy) {
+		began := cd.Clock.Now()
 		again, quiet, err := cd.waiter.wait(ctx, rec.Token, start.Add(j))
+		if again != nil {
+			cd.pushed(again, began)
+		}
 		switch {
 		case err != nil:
 			return nil, err
@@ -470,7 +488,7 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 	switch {
 	case won && d.kind != drawNone && d.w > 0:
 		// Its own draw was the first.
-		cd.herd.sawRival(d.w, d.j-d.off, cd.rtt.fastest(), d.cold)
+		cd.herd.sawRival(d.w, d.j-d.off, cd.news(), d.cold)
 		return
 	case won:
 		cd.herd.quiet()
@@ -483,7 +501,7 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 	if _, ours := cd.ours(next); ours {
 		return
 	}
-	rtt := cd.rtt.fastest()
+	rtt, news := cd.rtt.fastest(), cd.news()
 	var x time.Duration
 	switch {
 	case d.w <= 0:
@@ -499,16 +517,24 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 			return
 		}
 	case wrote:
-		// Lost: the rival drew within a round trip before this candidate.
-		// Its record tells when, on its clock: the best guess within
-		// those bounds.
+		// Lost: the rival drew before this candidate, too late for its
+		// write to reach it (within a round trip after a reread, within
+		// the news delay when listening). Its record tells when, on its
+		// clock: the best guess within those bounds. At a start-up the
+		// news can take much longer (the crowd's requests queue, push
+		// channels are still starting), and only the record tells.
 		x = next.TermExpiry.Add(-cd.TermLength).Sub(d.start)
+		within := news
 		if d.kind == drawReread {
 			x -= rtt // it read again before writing
+			within = rtt
 		}
-		x = min(max(x, d.j-rtt), d.j)
+		if !d.cold {
+			x = max(x, d.j-within)
+		}
+		x = min(x, d.j)
 	case d.kind == drawListened:
-		x = cd.Clock.Now().Sub(d.start) - rtt
+		x = cd.Clock.Now().Sub(d.start) - news
 	case d.cold && cd.waiter.n != nil:
 		// Reread at a start-up, stood down, by candidates started
 		// together on a store that pushes changes, whose channel was
@@ -528,7 +554,45 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 		cd.herd.yielded()
 		return
 	}
-	cd.herd.sawRival(d.w, max(x-d.off, 0), rtt, d.cold)
+	cd.herd.sawRival(d.w, max(x-d.off, 0), news, d.cold)
+}
+
+// news is how long the news of a write takes to reach this candidate, which
+// sizes the herd window and times a rival's draw: the store's round trip,
+// or on a store that pushes changes, the delay of its pushes, which can be
+// longer (PostgreSQL's listener reads the row after each notification) and
+// is measured afresh at every extension, where a waiting candidate's round
+// trip may be its first read's, slowed by a connection set up or by a crowd
+// started with it. Pushes are timed against the send time each record
+// carries, on its writer's clock, so the delay is taken as at most 4 round
+// trips, so that a clock behind the writers' cannot widen the window without
+// bound; one ahead of theirs narrows it, which costs writes, never safety.
+func (cd *candidate) news() time.Duration {
+	rtt := cd.rtt.fastest()
+	if cd.pushes.n == 0 {
+		return rtt
+	}
+	return min(cd.pushes.median(), 4*rtt)
+}
+
+// pushed takes note of a record pushed to this candidate by a wait that
+// began at began: how long after its writer sent it it arrived (see news).
+// A record sent before the wait began was news already (the wait's token was
+// stale), and says nothing of the delay.
+func (cd *candidate) pushed(rec *entry.RaceEntry, began time.Time) {
+	if rec.ElectionNumber == entry.NoElections {
+		return
+	}
+	sent := rec.TermExpiry
+	if !rec.Released {
+		// A release expires as it is sent; other writes ask for a
+		// TermLength from when they are sent.
+		sent = sent.Add(-cd.TermLength)
+	}
+	if sent.Before(began) {
+		return
+	}
+	cd.pushes.add(cd.Clock.Now().Sub(sent))
 }
 
 // read reads the record, retrying failures with backoff until ctx ends. A

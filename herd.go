@@ -26,13 +26,22 @@ import (
 // candidates that did not would, if it went by its own window, see an ever
 // bigger herd in their early draws. Hence the rules below:
 //
-//   - Candidates started together (their first read found the record free)
-//     take their first sample in full: nothing is known before it, and the
-//     first hand-overs of a big cold start should not each cost a crowd of
-//     writes. The next sample counts as much, and in full if it is nearer
-//     the floor than the first: a few candidates started together whose
-//     first writer drew early (one time in three for 3) learn it was a
-//     mistake at their first hand-over.
+//   - Candidates started together (a fleet deployed at once) learn from
+//     their first herd at once: nothing is known before it, and the first
+//     hand-overs of a big cold start should not each cost a crowd of writes.
+//     A first writer within half a round trip of the window's start shows a
+//     crowd, taken in full and as twice what it shows, which costs little
+//     (the first of many draws comes early in any window) and saves writes
+//     when the sample was late. Any other outcome is no sign of a small
+//     herd: the crowd's first reads queue at the store, so that their
+//     windows open one after another, and the first writer drew late in
+//     the windows of those answered early. Those take herdLateStart, as do
+//     candidates whose first read found a tenure sent after they started
+//     (see startedLate). The next sample counts in full after such a guess;
+//     after a crowd shown, it counts half, and in full if it is nearer the
+//     floor than the first: a few candidates started together whose first
+//     writer drew early (one time in three for 3) learn it was a mistake at
+//     their first hand-over.
 //   - Otherwise a sample moves the estimate a quarter of the way to what it
 //     shows (in logarithms), except that a candidate whose herd is not wide
 //     (see below) raises it only when two hand-overs in a row had their
@@ -42,10 +51,22 @@ import (
 //   - A candidate that expects a herd more than twice its floor (wide)
 //     yields the floor's window to those that do not (see offset), and learns
 //     only from first writers that drew after it.
+//
+// "Round trip" above is the news delay (candidate.news): how long a write
+// takes to reach the others, which on a store that pushes changes can be
+// longer than a request's round trip.
 
 // herdMax bounds the learnt herd; the window is bounded by TermLength/2
 // anyway.
 const herdMax = 256
+
+// herdLateStart is the guess of a candidate started in a crowd that showed
+// it nothing (see startedLate): wide enough (a window 14 times the floor's,
+// drawn after it) that the 30 or so candidates of a crowd of 50 that a
+// start-up leaves untaught mostly elect with 3 writes or fewer at their
+// first herd; a few started together pay one hand-over drawn over that
+// window (about 25 round trips), then learn their herd from it.
+const herdLateStart = 16
 
 // herdFloor is the least the learnt herd narrows to without a hint saying
 // fewer: two, the candidates that wait while a third leads with the default
@@ -76,8 +97,9 @@ type herd struct {
 	m     float64
 	// strong is set after a sample whose first writer drew within an
 	// eighth of a round trip of the window's start; cold after a sample
-	// from candidates started together that raised the herd.
-	strong, cold bool
+	// from candidates started together that raised the herd; guessed while
+	// m is startedLate's guess.
+	strong, cold, guessed bool
 	// fixed keeps m at the hint (hooks.WithLegacyScheduling).
 	fixed bool
 }
@@ -126,13 +148,15 @@ func (h *herd) wide() bool { return !h.fixed && h.floor > 0 && h.m > 2*h.floor }
 // see an early writer either way), so that they would pile up in the early
 // part of the window, writing together. With the floor's window left to them,
 // one of them elects at once, and the wide herd draws only when none is
-// there. The cost is the floor's window (4 round trips by default) added to a
-// hand-over among a wide herd.
+// there. It draws a round trip after the floor's window ends, so that the
+// write of one that drew at its end reaches the wide herd first. The cost is
+// the floor's window and that round trip (5 round trips by default) added to
+// a hand-over among a wide herd.
 func (h *herd) offset(rtt, term time.Duration) time.Duration {
 	if !h.wide() {
 		return 0
 	}
-	return herdWindow(h.floor, rtt, term)
+	return herdWindow(h.floor, rtt, term) + rtt
 }
 
 // sawRival takes a timed sample: this candidate drew over a window w wide
@@ -153,22 +177,20 @@ func (h *herd) sawRival(w, x, rtt time.Duration, cold bool) {
 	defer func() { h.strong = strong }()
 	switch {
 	case cold:
-		// In full, but only a first writer within half a round trip of
-		// the start raises it (a herd of 3 does that one time in three,
-		// 50 nearly always), and a big herd is taken as bigger still,
-		// which costs little (the first of many draws comes early in
-		// any window) and saves writes when the sample was late.
-		if est > h.m && x >= rtt/2 {
+		// A crowd shown (a herd of 3 does that one time in three, 50
+		// nearly always), or a guess (see the rules above).
+		if est <= h.m || x >= rtt/2 {
+			h.startedLate()
 			return
 		}
-		if est > 16 {
-			est *= 2
-		}
-		h.move(est, 1)
+		h.move(2*est, 1)
 	case est > h.m && !h.wide():
 		if strong && h.strong {
 			h.move(est, 1)
 		}
+	case h.guessed:
+		// The first sample after a guess (startedLate): in full.
+		h.move(est, 1)
 	default:
 		g := herdGain
 		if h.cold {
@@ -184,6 +206,7 @@ func (h *herd) sawRival(w, x, rtt time.Duration, cold bool) {
 		h.move(est, g)
 	}
 	h.cold = cold && h.m > h.floor
+	h.guessed = false
 }
 
 // yielded notes a hand-over won in the part of the window this candidate
@@ -195,6 +218,17 @@ func (h *herd) yielded() {
 		return
 	}
 	h.move(h.floor, herdYieldGain)
+}
+
+// startedLate takes herdLateStart, unless more is known, for a candidate
+// started in a crowd that showed it nothing of its size: its first read
+// found a tenure sent after it started (the first of the crowd to be
+// answered won before this one heard), or the crowd's first herd showed no
+// early writer.
+func (h *herd) startedLate() {
+	if !h.fixed && h.m < herdLateStart {
+		h.m, h.guessed = herdLateStart, true
+	}
 }
 
 // lostRace notes that this candidate wrote and lost to a rival's new tenure,

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,11 @@ type delayedStore struct {
 	mem  *memory.Decider
 	leg  time.Duration // one way: a request's round trip is 2 x leg
 	push bool
+	// pushLegs, if not zero, is how many legs a pushed change takes (1
+	// otherwise); cold, if set, delays each access's first request (a
+	// connection set up, queued behind a crowd's).
+	pushLegs int
+	cold     func(who string) time.Duration
 
 	mu  sync.Mutex
 	ops []storeOp
@@ -73,12 +79,21 @@ func (s *delayedStore) access(who string) leaderelection.RaceDecider {
 }
 
 type storeAccess struct {
-	s   *delayedStore
-	who string
+	s      *delayedStore
+	who    string
+	warmed atomic.Bool
+}
+
+// connect delays an access's first request by the store's cold delay.
+func (a *storeAccess) connect() {
+	if a.s.cold != nil && !a.warmed.Swap(true) {
+		time.Sleep(a.s.cold(a.who))
+	}
 }
 
 func (a *storeAccess) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	a.s.log(a.who, false)
+	a.connect()
 	time.Sleep(a.s.leg)
 	rec, err := a.s.mem.ReadCurrent(ctx)
 	time.Sleep(a.s.leg)
@@ -87,6 +102,7 @@ func (a *storeAccess) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error)
 
 func (a *storeAccess) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
 	a.s.log(a.who, true)
+	a.connect()
 	time.Sleep(a.s.leg)
 	tok, err := a.s.mem.WriteEntry(ctx, e)
 	time.Sleep(a.s.leg)
@@ -95,13 +111,14 @@ func (a *storeAccess) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry
 
 type pushingAccess struct{ *storeAccess }
 
-// WaitForChange delivers the change one leg after the store made it.
+// WaitForChange delivers the change one leg (pushLegs, if set) after the store
+// made it.
 func (p pushingAccess) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*entry.RaceEntry, error) {
 	rec, err := p.s.mem.WaitForChange(ctx, tok)
 	if err != nil {
 		return nil, err
 	}
-	time.Sleep(p.s.leg)
+	time.Sleep(p.s.leg * time.Duration(max(p.s.pushLegs, 1)))
 	return rec, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vimeo/go-clocks/fake"
+
 	"github.com/racedecider/leaderelection/entry"
 )
 
@@ -76,6 +78,50 @@ func TestHerdJitter(t *testing.T) {
 		if got < tc.want || got > tc.want+tc.want/50 {
 			t.Errorf("ExpectedCandidates %d, round trips %v: window %v, want %v", tc.candidates, tc.rtts, got, tc.want)
 		}
+	}
+}
+
+// A candidate times the news of writes by the records pushed to it: how long
+// after its writer sent each it arrived (the middle of the last 8). That, not
+// a round trip slowed by a connection set up, sizes its herd window. A record
+// sent before the wait began (the wait's token was stale) is no sample, and a
+// clock behind the writers' makes the delay 4 round trips at most.
+func TestNewsDelay(t *testing.T) {
+	const term = 2 * time.Second
+	clock := fake.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := Config{Decider: &countingDecider{}, LeaderID: "a", TermLength: term, Clock: clock,
+		OnElected: func(context.Context, *TimeView) {}}
+	cd := &candidate{Config: c.withDefaults()}
+	cd.rtt.add(60 * time.Millisecond) // its first read, slowed
+	if got := cd.news(); got != 60*time.Millisecond {
+		t.Fatalf("news %v with no push yet, want the round trip, 60ms", got)
+	}
+	began := clock.Now()
+	clock.Advance(time.Second)
+	// sent returns a record its writer sent ago: an extension asks for a
+	// TermLength from then, a release expires then.
+	sent := func(ago time.Duration, released bool) *entry.RaceEntry {
+		at := clock.Now().Add(-ago)
+		if !released {
+			at = at.Add(term)
+		}
+		return &entry.RaceEntry{ElectionNumber: 7, Term: 7, Released: released, TermExpiry: at}
+	}
+	cd.pushed(sent(7*time.Millisecond, false), began)
+	cd.pushed(sent(9*time.Millisecond, true), began)
+	cd.pushed(sent(8*time.Millisecond, false), began)
+	cd.pushed(sent(2*time.Second, false), began) // sent before the wait
+	if got := cd.news(); got != 8*time.Millisecond {
+		t.Errorf("news %v after pushes 7, 9 and 8ms after they were sent, want 8ms", got)
+	}
+	if w := cd.herdJitter(); w != 32*time.Millisecond {
+		t.Errorf("herd window %v, want the default's 4 x the news delay, 32ms", w)
+	}
+	for range 8 {
+		cd.pushed(sent(time.Second, false), began) // a writer whose clock is behind
+	}
+	if got := cd.news(); got != 240*time.Millisecond {
+		t.Errorf("news %v after pushes a second late, want 4 round trips, 240ms", got)
 	}
 }
 
