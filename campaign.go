@@ -558,21 +558,19 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 }
 
 // news is how long the news of a write takes to reach this candidate, which
-// sizes the herd window and times a rival's draw: the store's round trip,
-// or on a store that pushes changes, the delay of its pushes, which can be
-// longer (PostgreSQL's listener reads the row after each notification) and
-// is measured afresh at every extension, where a waiting candidate's round
-// trip may be its first read's, slowed by a connection set up or by a crowd
-// started with it. Pushes are timed against the send time each record
+// sizes the herd window and times a rival's draw: the store's round trip or,
+// on a store that pushes changes, the delay of its pushes when that is longer
+// (PostgreSQL's listener reads the row after each notification, so its news
+// comes a read after the commit): the shortest of the last 8, measured at
+// every extension. Pushes are timed against the send time each record
 // carries, on its writer's clock, so the delay is taken as at most 4 round
-// trips, so that a clock behind the writers' cannot widen the window without
-// bound; one ahead of theirs narrows it, which costs writes, never safety.
+// trips: a clock behind the writers' cannot widen the window without bound.
 func (cd *candidate) news() time.Duration {
 	rtt := cd.rtt.fastest()
-	if cd.pushes.n == 0 {
+	if cd.pushes.n == 0 || cd.legacy {
 		return rtt
 	}
-	return min(cd.pushes.median(), 4*rtt)
+	return min(max(rtt, cd.pushes.fastest()), 4*rtt)
 }
 
 // pushed takes note of a record pushed to this candidate by a wait that

@@ -80,8 +80,9 @@ type Config struct {
 	// that find the record free together (woken by the same release, at
 	// one takeover time, or started at once) each wait a random while
 	// before writing, over a window that grows with their number and with
-	// the store's round trip, so that usually only one writes and the
-	// others see its write in time. Each candidate starts from
+	// how long a write takes to reach the others (the store's round trip,
+	// or the delay of its pushed changes), so that usually only one writes
+	// and the others see its write in time. Each candidate starts from
 	// ExpectedCandidates - 1 of them and learns their number from the herds
 	// it meets (see the README's sizing section): candidates started
 	// together learn it from the first one, others over a few hand-overs.

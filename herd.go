@@ -26,22 +26,17 @@ import (
 // candidates that did not would, if it went by its own window, see an ever
 // bigger herd in their early draws. Hence the rules below:
 //
-//   - Candidates started together (a fleet deployed at once) learn from
-//     their first herd at once: nothing is known before it, and the first
-//     hand-overs of a big cold start should not each cost a crowd of writes.
-//     A first writer within half a round trip of the window's start shows a
-//     crowd, taken in full and as twice what it shows, which costs little
-//     (the first of many draws comes early in any window) and saves writes
-//     when the sample was late. Any other outcome is no sign of a small
-//     herd: the crowd's first reads queue at the store, so that their
-//     windows open one after another, and the first writer drew late in
-//     the windows of those answered early. Those take herdLateStart, as do
-//     candidates whose first read found a tenure sent after they started
-//     (see startedLate). The next sample counts in full after such a guess;
-//     after a crowd shown, it counts half, and in full if it is nearer the
-//     floor than the first: a few candidates started together whose first
-//     writer drew early (one time in three for 3) learn it was a mistake at
-//     their first hand-over.
+//   - Candidates started together (their first read found the record free)
+//     take their first sample in full, and a crowd it shows as twice what it
+//     shows: nothing is known before it, and the first hand-overs of a big
+//     cold start should not each cost a crowd of writes. The next sample
+//     counts as much, and in full if it is nearer the floor than the first:
+//     a few candidates started together whose first writer drew early (one
+//     time in three for 3) learn it was a mistake at their first hand-over.
+//   - A candidate whose first read finds a tenure sent after it started is
+//     one of a crowd started together whose first reads queued at the store
+//     (see startedLate): it takes herdLateStart, and its next sample counts
+//     in full.
 //   - Otherwise a sample moves the estimate a quarter of the way to what it
 //     shows (in logarithms), except that a candidate whose herd is not wide
 //     (see below) raises it only when two hand-overs in a row had their
@@ -60,13 +55,14 @@ import (
 // anyway.
 const herdMax = 256
 
-// herdLateStart is the guess of a candidate started in a crowd that showed
-// it nothing (see startedLate): wide enough (a window 14 times the floor's,
-// drawn after it) that the 30 or so candidates of a crowd of 50 that a
-// start-up leaves untaught mostly elect with 3 writes or fewer at their
-// first herd; a few started together pay one hand-over drawn over that
-// window (about 25 round trips), then learn their herd from it.
-const herdLateStart = 16
+// herdLateStart is the guess of a candidate that started late into a crowd
+// (see startedLate): wide (a window 6 times the floor's, drawn after it, and
+// sized by a first read that the crowd slowed), so that the 30 or so
+// candidates of a crowd of 50 that meet the first tenure late mostly elect
+// with 3 writes or fewer at their first herd. A few started together where
+// one's first read took as long as another's election (a connection set up)
+// pay one hand-over drawn over that window.
+const herdLateStart = 8
 
 // herdFloor is the least the learnt herd narrows to without a hint saying
 // fewer: two, the candidates that wait while a third leads with the default
@@ -177,13 +173,18 @@ func (h *herd) sawRival(w, x, rtt time.Duration, cold bool) {
 	defer func() { h.strong = strong }()
 	switch {
 	case cold:
-		// A crowd shown (a herd of 3 does that one time in three, 50
-		// nearly always), or a guess (see the rules above).
-		if est <= h.m || x >= rtt/2 {
-			h.startedLate()
-			return
+		// In full, but only a first writer within half a round trip of
+		// the start raises it (a herd of 3 does that one time in three,
+		// 50 nearly always), and then to twice what it shows, which
+		// costs little (the first of many draws comes early in any
+		// window) and saves writes when the sample was late.
+		if est > h.m {
+			if x >= rtt/2 {
+				return
+			}
+			est *= 2
 		}
-		h.move(2*est, 1)
+		h.move(est, 1)
 	case est > h.m && !h.wide():
 		if strong && h.strong {
 			h.move(est, 1)
@@ -221,10 +222,13 @@ func (h *herd) yielded() {
 }
 
 // startedLate takes herdLateStart, unless more is known, for a candidate
-// started in a crowd that showed it nothing of its size: its first read
-// found a tenure sent after it started (the first of the crowd to be
-// answered won before this one heard), or the crowd's first herd showed no
-// early writer.
+// whose first read found a tenure sent after it started: it started with that
+// tenure's writer, one of a crowd started together (a fleet deployed at once)
+// whose first reads queued at the store, so that the first of them to be
+// answered won before the others heard. Those whose first read found the
+// record free learnt the crowd's size from its first herd; this one learnt
+// nothing, and would meet the next hand-over at the floor's window with the
+// others like it.
 func (h *herd) startedLate() {
 	if !h.fixed && h.m < herdLateStart {
 		h.m, h.guessed = herdLateStart, true

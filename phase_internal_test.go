@@ -156,21 +156,6 @@ func TestHerdLearnsFromTheFirstDraw(t *testing.T) {
 			t.Errorf("a herd of %.1f after 20 hand-overs among 2", h.m)
 		}
 	})
-	t.Run("started together, shown no crowd", func(t *testing.T) {
-		// A first writer late in the window: a few started together, or
-		// a crowd whose first reads queued. Taken for a crowd, until the
-		// next sample, taken in full.
-		h := newHerd(DefaultExpectedCandidates, false)
-		w := h.window(rtt, term)
-		h.sawRival(w, w/2, rtt, true)
-		if h.m != herdLateStart || !h.wide() {
-			t.Fatalf("a herd of %.1f after a start-up whose first writer drew halfway", h.m)
-		}
-		h.sawRival(h.window(rtt, term), first(&h, 2), rtt, false)
-		if h.m > 3 {
-			t.Errorf("a herd of %.1f after the first hand-over among 2", h.m)
-		}
-	})
 	t.Run("started late into a crowd of 50", func(t *testing.T) {
 		h := newHerd(DefaultExpectedCandidates, false)
 		h.startedLate()

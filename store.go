@@ -230,16 +230,6 @@ func (t *latencies) fastest() time.Duration {
 	return slices.Min(t.recent())
 }
 
-// median is the middle recent sample (the upper one of an even count).
-func (t *latencies) median() time.Duration {
-	if t.n == 0 {
-		return 0
-	}
-	s := slices.Clone(t.recent())
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
 // slowest is the longest recent sample: what an extension must be ready
 // for.
 func (t *latencies) slowest() time.Duration {

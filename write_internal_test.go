@@ -82,19 +82,20 @@ func TestHerdJitter(t *testing.T) {
 }
 
 // A candidate times the news of writes by the records pushed to it: how long
-// after its writer sent each it arrived (the middle of the last 8). That, not
-// a round trip slowed by a connection set up, sizes its herd window. A record
-// sent before the wait began (the wait's token was stale) is no sample, and a
-// clock behind the writers' makes the delay 4 round trips at most.
+// after its writer sent each it arrived (the shortest of the last 8). Where
+// that is longer than the round trip (a push that goes through a read), it
+// sizes the herd window. A record sent before the wait began (the wait's
+// token was stale) is no sample, and a clock behind the writers' makes the
+// delay 4 round trips at most.
 func TestNewsDelay(t *testing.T) {
 	const term = 2 * time.Second
 	clock := fake.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	c := Config{Decider: &countingDecider{}, LeaderID: "a", TermLength: term, Clock: clock,
 		OnElected: func(context.Context, *TimeView) {}}
 	cd := &candidate{Config: c.withDefaults()}
-	cd.rtt.add(60 * time.Millisecond) // its first read, slowed
-	if got := cd.news(); got != 60*time.Millisecond {
-		t.Fatalf("news %v with no push yet, want the round trip, 60ms", got)
+	cd.rtt.add(5 * time.Millisecond)
+	if got := cd.news(); got != 5*time.Millisecond {
+		t.Fatalf("news %v with no push yet, want the round trip, 5ms", got)
 	}
 	began := clock.Now()
 	clock.Advance(time.Second)
@@ -107,21 +108,21 @@ func TestNewsDelay(t *testing.T) {
 		}
 		return &entry.RaceEntry{ElectionNumber: 7, Term: 7, Released: released, TermExpiry: at}
 	}
-	cd.pushed(sent(7*time.Millisecond, false), began)
-	cd.pushed(sent(9*time.Millisecond, true), began)
 	cd.pushed(sent(8*time.Millisecond, false), began)
+	cd.pushed(sent(7*time.Millisecond, true), began)
+	cd.pushed(sent(9*time.Millisecond, false), began)
 	cd.pushed(sent(2*time.Second, false), began) // sent before the wait
-	if got := cd.news(); got != 8*time.Millisecond {
-		t.Errorf("news %v after pushes 7, 9 and 8ms after they were sent, want 8ms", got)
+	if got := cd.news(); got != 7*time.Millisecond {
+		t.Errorf("news %v after pushes 8, 7 and 9ms after they were sent, want 7ms", got)
 	}
-	if w := cd.herdJitter(); w != 32*time.Millisecond {
-		t.Errorf("herd window %v, want the default's 4 x the news delay, 32ms", w)
+	if w := cd.herdJitter(); w != 28*time.Millisecond {
+		t.Errorf("herd window %v, want the default's 4 x the news delay, 28ms", w)
 	}
 	for range 8 {
 		cd.pushed(sent(time.Second, false), began) // a writer whose clock is behind
 	}
-	if got := cd.news(); got != 240*time.Millisecond {
-		t.Errorf("news %v after pushes a second late, want 4 round trips, 240ms", got)
+	if got := cd.news(); got != 20*time.Millisecond {
+		t.Errorf("news %v after pushes a second late, want 4 round trips, 20ms", got)
 	}
 }
 
