@@ -188,18 +188,9 @@ func (cd *candidate) herdDraw() (off, w, j time.Duration) {
 }
 
 func (cd *candidate) campaign(ctx context.Context) error {
-	started := cd.Clock.Now()
 	rec, err := cd.read(ctx)
 	if err != nil {
 		return err
-	}
-	if rec.ElectionNumber != entry.NoElections && !rec.Released && rec.TermExpiry.Add(-cd.TermLength).After(started) {
-		// A tenure sent after this candidate started (on its writer's
-		// clock): its writer started with it, and won while this
-		// candidate's first read was under way, as happens when a crowd
-		// starts together and its first reads queue at the store (see
-		// herd.startedLate).
-		cd.herd.startedLate()
 	}
 	// jittered records whether this candidate has waited a random while
 	// since the record became free, so that candidates who saw it free
@@ -520,19 +511,14 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 		// Lost: the rival drew before this candidate, too late for its
 		// write to reach it (within a round trip after a reread, within
 		// the news delay when listening). Its record tells when, on its
-		// clock: the best guess within those bounds. At a start-up the
-		// news can take much longer (the crowd's requests queue, push
-		// channels are still starting), and only the record tells.
+		// clock: the best guess within those bounds.
 		x = next.TermExpiry.Add(-cd.TermLength).Sub(d.start)
 		within := news
 		if d.kind == drawReread {
 			x -= rtt // it read again before writing
 			within = rtt
 		}
-		if !d.cold {
-			x = max(x, d.j-within)
-		}
-		x = min(x, d.j)
+		x = min(max(x, d.j-within), d.j)
 	case d.kind == drawListened:
 		x = cd.Clock.Now().Sub(d.start) - news
 	case d.cold && cd.waiter.n != nil:

@@ -27,16 +27,12 @@ import (
 // bigger herd in their early draws. Hence the rules below:
 //
 //   - Candidates started together (their first read found the record free)
-//     take their first sample in full, and a crowd it shows as twice what it
-//     shows: nothing is known before it, and the first hand-overs of a big
-//     cold start should not each cost a crowd of writes. The next sample
+//     take their first sample in full: nothing is known before it, and the
+//     first hand-overs of a big cold start should not each cost a crowd of
+//     writes. The next sample
 //     counts as much, and in full if it is nearer the floor than the first:
 //     a few candidates started together whose first writer drew early (one
 //     time in three for 3) learn it was a mistake at their first hand-over.
-//   - A candidate whose first read finds a tenure sent after it started is
-//     one of a crowd started together whose first reads queued at the store
-//     (see startedLate): it takes herdLateStart, and its next sample counts
-//     in full.
 //   - Otherwise a sample moves the estimate a quarter of the way to what it
 //     shows (in logarithms), except that a candidate whose herd is not wide
 //     (see below) raises it only when two hand-overs in a row had their
@@ -54,15 +50,6 @@ import (
 // herdMax bounds the learnt herd; the window is bounded by TermLength/2
 // anyway.
 const herdMax = 256
-
-// herdLateStart is the guess of a candidate that started late into a crowd
-// (see startedLate): wide (a window 6 times the floor's, drawn after it, and
-// sized by a first read that the crowd slowed), so that the 30 or so
-// candidates of a crowd of 50 that meet the first tenure late mostly elect
-// with 3 writes or fewer at their first herd. A few started together where
-// one's first read took as long as another's election (a connection set up)
-// pay one hand-over drawn over that window.
-const herdLateStart = 8
 
 // herdFloor is the least the learnt herd narrows to without a hint saying
 // fewer: two, the candidates that wait while a third leads with the default
@@ -93,9 +80,8 @@ type herd struct {
 	m     float64
 	// strong is set after a sample whose first writer drew within an
 	// eighth of a round trip of the window's start; cold after a sample
-	// from candidates started together that raised the herd; guessed while
-	// m is startedLate's guess.
-	strong, cold, guessed bool
+	// from candidates started together that raised the herd.
+	strong, cold bool
 	// fixed keeps m at the hint (hooks.WithLegacyScheduling).
 	fixed bool
 }
@@ -175,13 +161,13 @@ func (h *herd) sawRival(w, x, rtt time.Duration, cold bool) {
 	case cold:
 		// In full, but only a first writer within half a round trip of
 		// the start raises it (a herd of 3 does that one time in three,
-		// 50 nearly always), and then to twice what it shows, which
-		// costs little (the first of many draws comes early in any
-		// window) and saves writes when the sample was late.
-		if est > h.m {
-			if x >= rtt/2 {
-				return
-			}
+		// 50 nearly always), and a big herd is taken as bigger still,
+		// which costs little (the first of many draws comes early in
+		// any window) and saves writes when the sample was late.
+		if est > h.m && x >= rtt/2 {
+			return
+		}
+		if est > 16 {
 			est *= 2
 		}
 		h.move(est, 1)
@@ -189,9 +175,6 @@ func (h *herd) sawRival(w, x, rtt time.Duration, cold bool) {
 		if strong && h.strong {
 			h.move(est, 1)
 		}
-	case h.guessed:
-		// The first sample after a guess (startedLate): in full.
-		h.move(est, 1)
 	default:
 		g := herdGain
 		if h.cold {
@@ -207,7 +190,6 @@ func (h *herd) sawRival(w, x, rtt time.Duration, cold bool) {
 		h.move(est, g)
 	}
 	h.cold = cold && h.m > h.floor
-	h.guessed = false
 }
 
 // yielded notes a hand-over won in the part of the window this candidate
@@ -219,20 +201,6 @@ func (h *herd) yielded() {
 		return
 	}
 	h.move(h.floor, herdYieldGain)
-}
-
-// startedLate takes herdLateStart, unless more is known, for a candidate
-// whose first read found a tenure sent after it started: it started with that
-// tenure's writer, one of a crowd started together (a fleet deployed at once)
-// whose first reads queued at the store, so that the first of them to be
-// answered won before the others heard. Those whose first read found the
-// record free learnt the crowd's size from its first herd; this one learnt
-// nothing, and would meet the next hand-over at the floor's window with the
-// others like it.
-func (h *herd) startedLate() {
-	if !h.fixed && h.m < herdLateStart {
-		h.m, h.guessed = herdLateStart, true
-	}
 }
 
 // lostRace notes that this candidate wrote and lost to a rival's new tenure,

@@ -3,7 +3,6 @@ package leaderelection_test
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -139,60 +138,36 @@ func TestHerdOfFiftyElectsWithFewWrites(t *testing.T) {
 	}
 }
 
-// A herd of 50 on stores like the benchmark's PostgreSQL and kube-apiserver,
-// in two ways the plain delayed store is not. News of a write can come later
-// than a round trip (PostgreSQL's listener reads the row after each
-// notification): the candidates time the pushes, and size their windows and
-// time their rivals by that. And the first requests of candidates started
-// together queue at the store (here 25 to 85 ms against a 5 ms round trip),
-// so that the first to be answered wins before most of the others hear of
-// any tenure: those take a crowd for granted. Either way a hand-over takes at
-// most 3 writes, the release included, in all but a few.
-func TestHerdOnSlowPushesAndQueuedStarts(t *testing.T) {
-	queued := func(seed uint64) func(string) time.Duration {
-		return func(who string) time.Duration {
-			h := fnv.New64a()
-			fmt.Fprintf(h, "%d/%s", seed, who)
-			return 25*time.Millisecond + time.Duration(h.Sum64()%uint64(60*time.Millisecond))
+// A herd of 50 on a store whose news of a write comes a round trip and a
+// half after it is sent (as PostgreSQL's listener, which reads the row after
+// each notification, brings it): the candidates time the pushes, and size
+// their windows and time their rivals by that, so that a hand-over takes at
+// most 3 writes, the release included, in all but a few. Timed by the round
+// trip, they took the first writer for a late one, never learnt their herd,
+// and wrote 7 times a hand-over.
+func TestHerdOnSlowPushes(t *testing.T) {
+	const seeds, reps = 20, 10
+	var over, writes int
+	for seed := uint64(1); seed <= seeds; seed++ {
+		r := runHerdOn(t, func() *delayedStore {
+			st := newDelayedStore(herdLeg, true)
+			st.pushLegs = 2
+			return st
+		}, 50, reps, false, seed, 0)
+		for _, w := range r.writes {
+			writes += w
+			if w > 3 {
+				over++
+			}
+		}
+		if testing.Verbose() {
+			t.Logf("seed %d: %v", seed, r)
 		}
 	}
-	for _, tc := range []struct {
-		name     string
-		pushLegs int
-		queued   bool
-	}{
-		{"news a round trip and a half after the write", 2, false},
-		{"first requests queued", 1, true},
-		{"both", 2, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			const seeds, reps = 20, 10
-			var over, writes int
-			for seed := uint64(1); seed <= seeds; seed++ {
-				r := runHerdOn(t, func() *delayedStore {
-					st := newDelayedStore(herdLeg, true)
-					st.pushLegs = tc.pushLegs
-					if tc.queued {
-						st.cold = queued(seed)
-					}
-					return st
-				}, 50, reps, false, seed, 0)
-				for _, w := range r.writes {
-					writes += w
-					if w > 3 {
-						over++
-					}
-				}
-				if testing.Verbose() {
-					t.Logf("seed %d: %v", seed, r)
-				}
-			}
-			mean := float64(writes) / (seeds * reps)
-			t.Logf("%d of %d hand-overs took more than 3 writes; %.2f writes on average", over, seeds*reps, mean)
-			if over > seeds*reps/50 || mean > 2.2 {
-				t.Errorf("%d of %d hand-overs took more than 3 writes (%.2f on average); want at most %d, and 2.2 on average", over, seeds*reps, mean, seeds*reps/50)
-			}
-		})
+	mean := float64(writes) / (seeds * reps)
+	t.Logf("%d of %d hand-overs took more than 3 writes; %.2f writes on average", over, seeds*reps, mean)
+	if over > seeds*reps/50 || mean > 2.2 {
+		t.Errorf("%d of %d hand-overs took more than 3 writes (%.2f on average); want at most %d, and 2.2 on average", over, seeds*reps, mean, seeds*reps/50)
 	}
 }
 

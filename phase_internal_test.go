@@ -156,14 +156,6 @@ func TestHerdLearnsFromTheFirstDraw(t *testing.T) {
 			t.Errorf("a herd of %.1f after 20 hand-overs among 2", h.m)
 		}
 	})
-	t.Run("started late into a crowd of 50", func(t *testing.T) {
-		h := newHerd(DefaultExpectedCandidates, false)
-		h.startedLate()
-		h.sawRival(h.window(rtt, term), first(&h, 50), rtt, false)
-		if h.m < 2*herdLateStart {
-			t.Errorf("a herd of %.1f after its first hand-over among 50", h.m)
-		}
-	})
 	t.Run("a mistaken start-up, then hand-overs won early by others", func(t *testing.T) {
 		h := newHerd(DefaultExpectedCandidates, false)
 		h.sawRival(h.window(rtt, term), rtt/16, rtt, true) // as if among many

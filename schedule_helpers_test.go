@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,10 +25,8 @@ type delayedStore struct {
 	leg  time.Duration // one way: a request's round trip is 2 x leg
 	push bool
 	// pushLegs, if not zero, is how many legs a pushed change takes (1
-	// otherwise); cold, if set, delays each access's first request (a
-	// connection set up, queued behind a crowd's).
+	// otherwise).
 	pushLegs int
-	cold     func(who string) time.Duration
 
 	mu  sync.Mutex
 	ops []storeOp
@@ -79,21 +76,12 @@ func (s *delayedStore) access(who string) leaderelection.RaceDecider {
 }
 
 type storeAccess struct {
-	s      *delayedStore
-	who    string
-	warmed atomic.Bool
-}
-
-// connect delays an access's first request by the store's cold delay.
-func (a *storeAccess) connect() {
-	if a.s.cold != nil && !a.warmed.Swap(true) {
-		time.Sleep(a.s.cold(a.who))
-	}
+	s   *delayedStore
+	who string
 }
 
 func (a *storeAccess) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	a.s.log(a.who, false)
-	a.connect()
 	time.Sleep(a.s.leg)
 	rec, err := a.s.mem.ReadCurrent(ctx)
 	time.Sleep(a.s.leg)
@@ -102,7 +90,6 @@ func (a *storeAccess) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error)
 
 func (a *storeAccess) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
 	a.s.log(a.who, true)
-	a.connect()
 	time.Sleep(a.s.leg)
 	tok, err := a.s.mem.WriteEntry(ctx, e)
 	time.Sleep(a.s.leg)
