@@ -44,7 +44,7 @@ func (c Config) Acquire(ctx context.Context) error {
 	n, _ := c.Decider.(ChangeNotifier)
 	cd.waiter = waiter{clock: cd.Clock, n: n, poll: cd.PollInterval, onPushErr: func(err error) {
 		cd.log.Warn("waiting for a pushed change failed; polling instead", "err", err)
-	}}
+	}, onPushed: cd.pushed}
 	cd.retry = newBackoff(cd.rng, cd.TermLength/64, cd.TermLength/2)
 	cd.tenures = newBackoff(cd.rng, 2*cd.TermLength, 16*cd.TermLength)
 	if ws, ok := c.Decider.(WriteSpacer); ok {
@@ -331,11 +331,7 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 		// and nothing more.)
 		until = minTime(until, cd.nextPoll())
 	}
-	began := cd.Clock.Now()
 	pushed, quiet, err := cd.waiter.wait(ctx, rec.Token, until)
-	if pushed != nil {
-		cd.pushed(pushed, began)
-	}
 	switch {
 	case err != nil:
 		return nil, err
@@ -395,11 +391,7 @@ func (cd *candidate) spreadOut(ctx context.Context, rec *entry.RaceEntry, pushed
 	}
 	cd.draw = draw{}
 	if cd.waiter.n != nil && (pushed || !cd.legacy) {
-		began := cd.Clock.Now()
 		again, quiet, err := cd.waiter.wait(ctx, rec.Token, start.Add(j))
-		if again != nil {
-			cd.pushed(again, began)
-		}
 		switch {
 		case err != nil:
 			return nil, err
@@ -501,7 +493,7 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 		}
 		return
 	case d.kind == drawTakeover:
-		x = next.TermExpiry.Add(-cd.TermLength).Sub(d.start) - rtt
+		x = cd.sendTime(next).Sub(d.start) - rtt
 		if x < -rtt {
 			// Written before the takeover time: a rival that was not in
 			// this herd (it saw a release, say).
@@ -512,7 +504,7 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 		// write to reach it (within a round trip after a reread, within
 		// the news delay when listening). Its record tells when, on its
 		// clock: the best guess within those bounds.
-		x = next.TermExpiry.Add(-cd.TermLength).Sub(d.start)
+		x = cd.sendTime(next).Sub(d.start)
 		within := news
 		if d.kind == drawReread {
 			x -= rtt // it read again before writing
@@ -528,7 +520,7 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 		// did): the rival read again at the end of its own draw, then
 		// sent its write (at the time its record says, on its clock),
 		// which this candidate's read at the end of its draw found.
-		x = min(next.TermExpiry.Add(-cd.TermLength).Sub(d.start)-rtt, d.j)
+		x = min(cd.sendTime(next).Sub(d.start)-rtt, d.j)
 	default:
 		cd.herd.quiet()
 		return
@@ -567,16 +559,18 @@ func (cd *candidate) pushed(rec *entry.RaceEntry, began time.Time) {
 	if rec.ElectionNumber == entry.NoElections {
 		return
 	}
-	sent := rec.TermExpiry
-	if !rec.Released {
-		// A release expires as it is sent; other writes ask for a
-		// TermLength from when they are sent.
-		sent = sent.Add(-cd.TermLength)
+	if sent := cd.sendTime(rec); !sent.Before(began) {
+		cd.pushes.add(cd.Clock.Now().Sub(sent))
 	}
-	if sent.Before(began) {
-		return
+}
+
+// sendTime is when rec's writer sent it, on the writer's clock: a release
+// expires as it is sent; other writes ask for a TermLength from then.
+func (cd *candidate) sendTime(rec *entry.RaceEntry) time.Time {
+	if rec.Released {
+		return rec.TermExpiry
 	}
-	cd.pushes.add(cd.Clock.Now().Sub(sent))
+	return rec.TermExpiry.Add(-cd.TermLength)
 }
 
 // read reads the record, retrying failures with backoff until ctx ends. A

@@ -25,8 +25,10 @@ type waiter struct {
 	clock clocks.Clock
 	n     ChangeNotifier // nil: the Decider cannot push
 	poll  time.Duration
-	// onPushErr is told of each failed wait on the push channel.
+	// onPushErr is told of each failed wait on the push channel;
+	// onPushed, if set, of each record pushed and when its wait began.
 	onPushErr func(error)
+	onPushed  func(rec *entry.RaceEntry, began time.Time)
 	// h is told of each wait on the push channel (OpWait).
 	h *hook
 }
@@ -60,6 +62,9 @@ func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Tim
 	case ctx.Err() != nil:
 		return nil, false, ctx.Err()
 	case err == nil && rec != nil:
+		if w.onPushed != nil {
+			w.onPushed(rec, began)
+		}
 		return rec, false, nil
 	case wctx.Err() != nil:
 		return nil, vouched, nil
