@@ -179,14 +179,12 @@ func (cd *candidate) herdJitter() time.Duration {
 	return w
 }
 
-// herdDraw draws this candidate's place in a herd: the window's offset,
-// width and slot (see slotDelay), and when to write (a while from the
-// window's start).
-func (cd *candidate) herdDraw() draw {
-	news := cd.news()
-	d := draw{w: cd.herdJitter(), off: cd.herd.offset(news, cd.TermLength), slot: cd.herd.slot(news, cd.TermLength)}
-	d.j = d.off + slotDelay(cd.rng.jitter(d.w), d.slot)
-	return d
+// herdDraw draws this candidate's place in a herd: the window's offset and
+// width, and the draw (a while from the window's start).
+func (cd *candidate) herdDraw() (off, w, j time.Duration) {
+	w = cd.herdJitter()
+	off = cd.herd.offset(cd.news(), cd.TermLength)
+	return off, w, off + cd.rng.jitter(w)
 }
 
 func (cd *candidate) campaign(ctx context.Context) error {
@@ -324,9 +322,8 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 	// wake for it are a herd: they spread out over the herd window.
 	start := cd.takeoverAt(rec).Add(time.Nanosecond)
 	cd.draw = draw{}
-	hd := cd.herdDraw()
-	hd.kind, hd.start = drawTakeover, start
-	takeover := start.Add(hd.j)
+	off, w, j := cd.herdDraw()
+	takeover := start.Add(j)
 	until := takeover
 	if cd.waiter.n == nil {
 		// (With push, the wait ends at the takeover time at the latest: a
@@ -340,7 +337,7 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 		return nil, err
 	case quiet && until.Equal(takeover):
 		// Nothing changed up to the takeover time: rec is current.
-		cd.draw = hd
+		cd.draw = draw{kind: drawTakeover, off: off, w: w, j: j, start: start}
 		return rec, nil
 	case pushed != nil && !cd.free(pushed):
 		// An extension or a new leader: nothing to do, nothing to read.
@@ -355,7 +352,7 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 		return nil, err
 	}
 	if until.Equal(takeover) {
-		cd.draw = hd
+		cd.draw = draw{kind: drawTakeover, off: off, w: w, j: j, start: start}
 		if !cd.free(next) {
 			cd.settle(rec, next, false, false)
 		}
@@ -385,7 +382,7 @@ func (cd *candidate) nextPoll() time.Time {
 // cold marks the herd of candidates started together, whose first read found
 // the record free: what it shows is learnt at once (see herd.sawRival).
 func (cd *candidate) spreadOut(ctx context.Context, rec *entry.RaceEntry, pushed, cold bool) (*entry.RaceEntry, error) {
-	hd := cd.herdDraw()
+	off, w, j := cd.herdDraw()
 	start := cd.Clock.Now()
 	if at := cd.writableAt(rec.Token); start.Before(at) {
 		// The window opens when the store will take a write (see
@@ -393,34 +390,31 @@ func (cd *candidate) spreadOut(ctx context.Context, rec *entry.RaceEntry, pushed
 		start = at
 	}
 	cd.draw = draw{}
-	hd.start, hd.cold = start, cold
 	if cd.waiter.n != nil && (pushed || !cd.legacy) {
-		hd.kind = drawListened
-		again, quiet, err := cd.waiter.wait(ctx, rec.Token, start.Add(hd.j))
+		again, quiet, err := cd.waiter.wait(ctx, rec.Token, start.Add(j))
 		switch {
 		case err != nil:
 			return nil, err
 		case again != nil:
-			cd.draw = hd
+			cd.draw = draw{kind: drawListened, off: off, w: w, j: j, start: start, cold: cold}
 			if !cd.free(again) {
 				cd.settle(rec, again, false, false)
 			}
 			return again, nil
 		case quiet:
-			cd.draw = hd
+			cd.draw = draw{kind: drawListened, off: off, w: w, j: j, start: start, cold: cold}
 			return rec, nil
 		}
 		// The push channel failed, and the wait ran to the end of the
 		// draw (or a poll interval): read.
-	} else if !cd.Clock.SleepUntil(ctx, start.Add(hd.j)) {
+	} else if !cd.Clock.SleepUntil(ctx, start.Add(j)) {
 		return nil, ctx.Err()
 	}
 	next, err := cd.read(ctx)
 	if err != nil {
 		return nil, err
 	}
-	hd.kind = drawReread
-	cd.draw = hd
+	cd.draw = draw{kind: drawReread, off: off, w: w, j: j, start: start, cold: cold}
 	if !cd.free(next) {
 		cd.settle(rec, next, false, false)
 	}
@@ -428,11 +422,11 @@ func (cd *candidate) spreadOut(ctx context.Context, rec *entry.RaceEntry, pushed
 }
 
 // draw is a candidate's part in a herd: the window it drew over (from off,
-// w wide, in slots slot wide), when it writes (j from the window's start),
-// and how a rival's draw can be timed.
+// w wide), its draw j (from the window's start), and how a rival's draw can be
+// timed.
 type draw struct {
-	kind            drawKind
-	off, w, j, slot time.Duration
+	kind      drawKind
+	off, w, j time.Duration
 	// start is when the window began, on this candidate's clock.
 	start time.Time
 	// cold: the herd of candidates started together (see spreadOut).
@@ -459,8 +453,8 @@ const (
 // wrote (wrote: it sent a write) or a rival's new tenure, or neither (no
 // outcome yet). The rival's draw is timed when the draw allows it:
 //
-//   - listened, stood down: the rival's write was sent a news delay or more
-//     before its push arrived (now), and its record says when;
+//   - listened, stood down: the rival's write was sent about a round trip
+//     before its push arrived (now);
 //   - wrote and lost: the rival's write landed before ours but had not
 //     reached us when our draw ended (listened), or landed after our second
 //     read (reread), so it drew within a round trip before us; within those
@@ -477,7 +471,7 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 	switch {
 	case won && d.kind != drawNone && d.w > 0:
 		// Its own draw was the first.
-		cd.herd.sawRival(d.w, slotPosition(d.j-d.off, d.slot), cd.news(), d.cold)
+		cd.herd.sawRival(d.w, d.j-d.off, cd.news(), d.cold)
 		return
 	case won:
 		cd.herd.quiet()
@@ -518,14 +512,7 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 		}
 		x = min(max(x, d.j-within), d.j)
 	case d.kind == drawListened:
-		// Its push came now, at least the news delay after its writer
-		// sent it, and at most 4 times that (a herd's writes together
-		// slow the store, and the winner's push with them): its record
-		// says when within those, on its writer's clock, exact on one
-		// host. (Timed by when the push came, a big herd's first writer
-		// looked late, and the herd was never learnt.)
-		now := cd.Clock.Now().Sub(d.start)
-		x = min(max(cd.sendTime(next).Sub(d.start), now-4*news), now-news)
+		x = cd.Clock.Now().Sub(d.start) - news
 	case d.cold && cd.waiter.n != nil:
 		// Reread at a start-up, stood down, by candidates started
 		// together on a store that pushes changes, whose channel was
@@ -545,27 +532,23 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 		cd.herd.yielded()
 		return
 	}
-	cd.herd.sawRival(d.w, slotPosition(max(x-d.off, 0), d.slot), news, d.cold)
+	cd.herd.sawRival(d.w, max(x-d.off, 0), news, d.cold)
 }
 
 // news is how long the news of a write takes to reach this candidate, which
 // sizes the herd window and times a rival's draw: the store's round trip or,
-// on a store that pushes changes, the delay of its pushes (the shortest of
-// the last 8, measured at every extension), which can be longer
+// on a store that pushes changes, the delay of its pushes when that is longer
 // (PostgreSQL's listener reads the row after each notification, so its news
-// comes a read after the commit) or shorter: a waiting candidate on such a
-// store reads nothing, and its round trip may be that of its first request,
-// which setting up a connection or a crowd's queue at the server slowed many
-// times over. Pushes are timed against the send time each record carries, on
-// its writer's clock, so the delay is taken as at least an eighth of a round
-// trip and at most 4: a clock ahead of or behind the writers' cannot close
-// the window or widen it without bound.
+// comes a read after the commit): the shortest of the last 8, measured at
+// every extension. Pushes are timed against the send time each record
+// carries, on its writer's clock, so the delay is taken as at most 4 round
+// trips: a clock behind the writers' cannot widen the window without bound.
 func (cd *candidate) news() time.Duration {
 	rtt := cd.rtt.fastest()
 	if cd.pushes.n == 0 || cd.legacy {
 		return rtt
 	}
-	return min(max(rtt/8, cd.pushes.fastest()), 4*rtt)
+	return min(max(rtt, cd.pushes.fastest()), 4*rtt)
 }
 
 // pushed takes note of a record pushed to this candidate by a wait that

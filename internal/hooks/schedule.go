@@ -11,8 +11,7 @@ type legacyKey struct{}
 // waits as it did before polls were phased and the herd window learnt, so
 // that a benchmark can show both side by side: a waiting candidate polls
 // PollInterval less a random quarter after its last read, and the herd window
-// is sized by ExpectedCandidates alone (never learnt), its draws uniform over
-// it (not slotted).
+// is sized by ExpectedCandidates alone (never learnt).
 func WithLegacyScheduling(ctx context.Context) context.Context { return withFlag(ctx, legacyKey{}) }
 
 // LegacyScheduling reports whether WithLegacyScheduling applies to ctx.
