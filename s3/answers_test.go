@@ -198,9 +198,10 @@ func TestWriteAnswers(t *testing.T) {
 		{"409 OperationAborted", true, []canned{e(409, "OperationAborted")}, entry.ErrThrottled, 1},
 		{"503 SlowDown then success", true, []canned{e(503, "SlowDown"), ok}, nil, 2},
 		{"503 SlowDown on every attempt", true, []canned{e(503, "SlowDown")}, entry.ErrThrottled, 3},
-		// The SDK retries 503 SlowDown, but not a 429 without a throttling
-		// code it knows: one attempt, then the engine backs off.
-		{"429", false, []canned{e(429, "TooManyRequests")}, entry.ErrThrottled, 1},
+		// The SDK retries a 429 as throttling too (since aws-sdk-go-v2
+		// v1.48.0; before, one attempt), and the engine backs off after.
+		{"429", false, []canned{e(429, "TooManyRequests")}, entry.ErrThrottled, 3},
+		{"429 then success", false, []canned{e(429, "TooManyRequests"), ok}, nil, 2},
 		{"503 SlowDown then 412: not applied, lost", true,
 			[]canned{e(503, "SlowDown"), e(412, "PreconditionFailed")}, entry.ErrRaceLost, 2},
 		{"500 then 412: the retry may have been refused because of our own write", true,
