@@ -198,8 +198,8 @@ func TestWriteAnswers(t *testing.T) {
 		{"409 OperationAborted", true, []canned{e(409, "OperationAborted")}, entry.ErrThrottled, 1},
 		{"503 SlowDown then success", true, []canned{e(503, "SlowDown"), ok}, nil, 2},
 		{"503 SlowDown on every attempt", true, []canned{e(503, "SlowDown")}, entry.ErrThrottled, 3},
-		// The SDK retries a 429 as throttling too (since aws-sdk-go-v2
-		// v1.48.0; before, one attempt), and the engine backs off after.
+		// The SDK retries a 429 as throttling too; the engine backs off
+		// after the last attempt.
 		{"429", false, []canned{e(429, "TooManyRequests")}, entry.ErrThrottled, 3},
 		{"429 then success", false, []canned{e(429, "TooManyRequests"), ok}, nil, 2},
 		{"503 SlowDown then 412: not applied, lost", true,
