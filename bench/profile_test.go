@@ -68,13 +68,19 @@ func TestThrottledAnswers(t *testing.T) {
 	}
 }
 
-// TestQuickProfileRun runs two in-process profiles at one sizing row, tiny,
-// each also on the legacy schedule, and checks the JSON holds every figure
-// for each. Figures are printed, never asserted.
+// TestQuickProfileRun runs two profiles at one sizing row, tiny, each also on
+// the legacy schedule, and checks the JSON holds every figure for each.
+// Figures are printed, never asserted. s3express runs on versitygw.
 func TestQuickProfileRun(t *testing.T) {
+	profiles := []string{"gcs", "s3express"}
+	for _, cp := range cloudProfiles {
+		if srv, ok := servers[cp.backend]; ok && slices.Contains(profiles, cp.name) {
+			testenv.Server(t, srv.env, srv.name, srv.start)
+		}
+	}
 	path := filepath.Join(t.TempDir(), "profiles.json")
 	var stdout, stderr bytes.Buffer
-	args := []string{"-profile", "gcs,s3express", "-sizing", "quick", "-quick", "-scale", "0.05",
+	args := []string{"-profile", strings.Join(profiles, ","), "-sizing", "quick", "-quick", "-scale", "0.15",
 		"-soak-terms", "4", "-legacy", "-json", path}
 	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
@@ -99,7 +105,7 @@ func TestQuickProfileRun(t *testing.T) {
 		if len(r.Errors) > 0 {
 			t.Errorf("%s/%s: %v", r.Profile, r.Sizing, r.Errors)
 		}
-		if r.Sizing != "quick" || r.TermMs != 4000 || r.Scale != 0.05 {
+		if r.Sizing != "quick" || r.TermMs != 4000 || r.Scale != 0.15 {
 			t.Errorf("%s: sizing %s, term %v ms, scale %v", r.Profile, r.Sizing, r.TermMs, r.Scale)
 		}
 		names := map[string]bool{}
