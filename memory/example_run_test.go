@@ -1,0 +1,6 @@
+package memory_test
+
+import "testing"
+
+// TestExampleVirtualTime runs the test Example_virtualTime shows.
+func TestExampleVirtualTime(t *testing.T) { testFailover(t) }
