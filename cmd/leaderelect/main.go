@@ -116,10 +116,23 @@ Store URLs:
 
 const storeURLHelp = `  file:///PATH/TO/RECORD   a file on this host or a shared POSIX filesystem
                            (a PATH.lock file is created next to it)
-  gs://BUCKET/OBJECT       Google Cloud Storage, Application Default Credentials
+  gs://BUCKET/OBJECT[?kms_key_name=K&predefined_acl=A&min_write_interval=D]
+                           Google Cloud Storage, Application Default Credentials
   s3://BUCKET/KEY[?region=R&endpoint=URL&path_style=true]
                            Amazon S3 or an S3-compatible store, with the AWS SDK's
                            default credentials and configuration
+  azblob://CONTAINER/BLOB[?storage_account=NAME&endpoint=URL]
+                           Azure Blob Storage; credentials from AZURE_STORAGE_*
+                           variables, else Azure's default credential chain
+  dynamodb://TABLE/KEY[?region=R&endpoint=URL]
+                           one item in an Amazon DynamoDB table, with the AWS
+                           SDK's default credentials and configuration
+  postgres://USER@HOST:PORT/DATABASE?table=TABLE&election=NAME
+                           one row in a PostgreSQL table (libpq parameters such
+                           as sslmode accepted; postgresql:// too)
+  k8s://NAMESPACE/NAME[?context=CONTEXT]
+                           a Kubernetes Lease, with kubectl's configuration
+                           ($KUBECONFIG, ~/.kube/config, else in-cluster)
   mem://NAME               in-process memory: only for tests and demos
 `
 
