@@ -15,15 +15,21 @@ import (
 	"github.com/racedecider/leaderelection/file"
 )
 
+// readme returns the repository's README.md.
+func readme(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // readmeBlock returns the lines of README.md from the one starting with
 // first up to (not including) the next one starting with "$ " or "```".
 func readmeBlock(t *testing.T, first string) []string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(readme), "\n"+first)
+	_, rest, ok := strings.Cut(readme(t), "\n"+first)
 	if !ok {
 		t.Fatalf("README.md has no line starting with %q", first)
 	}
@@ -107,6 +113,31 @@ func TestREADMEStatusAndWatchSamples(t *testing.T) {
 		c.Entry.LeaderID, c.Entry.TermExpiry = "worker-a", now.Add(time.Second)
 		if l := changeLine(now, c); !line.MatchString(l) {
 			t.Errorf("watch prints %q, which the README check does not expect: update the check and the sample", l)
+		}
+	}
+}
+
+// TestEveryStoreDocumented fails when a scheme leaderelect registers is
+// missing from its help or from the README's table of store URLs.
+func TestEveryStoreDocumented(t *testing.T) {
+	_, table, _ := strings.Cut(readme(t), "\n### Store URLs\n")
+	table, _, _ = strings.Cut(table, "\n## ")
+	forms := leaderelection.Schemes()
+	// The in-tree schemes (postgres twice) and this package's test one: fewer
+	// means a blank import in stores.go went missing.
+	if len(forms) < 10 {
+		t.Fatalf("only %d schemes registered: %q", len(forms), forms)
+	}
+	for _, form := range forms {
+		scheme, _, _ := strings.Cut(form, "://")
+		if scheme == refusingScheme {
+			continue
+		}
+		if !strings.Contains(storeURLHelp, scheme+"://") {
+			t.Errorf("leaderelect's help does not mention %s:// (%s)", scheme, form)
+		}
+		if !strings.Contains(table, "`"+scheme+"://") {
+			t.Errorf("README.md's Store URLs table does not mention %s:// (%s)", scheme, form)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/dynamodb"
 	"github.com/racedecider/leaderelection/internal/testenv"
 	"github.com/racedecider/leaderelection/postgres"
@@ -94,32 +92,5 @@ func runAndStatus(t *testing.T, store string) {
 	if o := dispatch([]string{"status", "--store", store}, &out, &errOut); o.code != exitOK ||
 		!strings.Contains(out.String(), "cli-test") {
 		t.Errorf("status on %s: exit %+v\n%s%s", store, o, &out, &errOut)
-	}
-}
-
-// TestEveryStoreDocumented fails when a scheme leaderelect registers is
-// missing from its help or from the README's table of store URLs.
-func TestEveryStoreDocumented(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, table, _ := strings.Cut(string(readme), "\n### Store URLs\n")
-	table, _, _ = strings.Cut(table, "\n## ")
-	forms := leaderelection.Schemes()
-	if len(forms) < 9 {
-		t.Fatalf("only %d schemes registered: %q", len(forms), forms)
-	}
-	for _, form := range forms {
-		scheme, _, _ := strings.Cut(form, "://")
-		if scheme == refusingScheme { // this package's tests register it
-			continue
-		}
-		if !strings.Contains(storeURLHelp, scheme+"://") {
-			t.Errorf("leaderelect's help does not mention %s:// (%s)", scheme, form)
-		}
-		if !strings.Contains(table, "`"+scheme+"://") {
-			t.Errorf("README.md's Store URLs table does not mention %s:// (%s)", scheme, form)
-		}
 	}
 }
