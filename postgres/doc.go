@@ -18,13 +18,14 @@
 //	    name         text        PRIMARY KEY,
 //	    version      bigint      NOT NULL,
 //	    record       bytea       NOT NULL,
-//	    committed_at timestamptz NOT NULL
+//	    committed_at timestamptz NOT NULL,
+//	    secret       bytea       NOT NULL
 //	);
 //	GRANT SELECT, INSERT, UPDATE ON leader_elections TO app;
 //
 // Many elections share one table, a row each. No superuser feature, extension
 // or DELETE privilege is needed, so it works on managed PostgreSQL (RDS,
-// Cloud SQL, Azure, Supabase, ...). A missing table, or a missing privilege,
+// Cloud SQL, Azure, Supabase, ...), version 11 or later. A missing table, or a missing privilege,
 // is reported as entry.ErrRefused, never as an election without a record.
 //
 // # How the record is stored
@@ -66,13 +67,25 @@
 // WaitForChange listens on a dedicated connection, taken from the pool on
 // first use and kept until Close; when it breaks, it is reconnected with
 // capped, jittered exponential backoff, and meanwhile WaitForChange fails at
-// once, so that candidates and watchers poll instead. Any role may NOTIFY any
-// channel, so a notification is only a hint: the listener reads the row
-// after each one, never trusting the payload, and hands that one record to
-// every WaitForChange waiting in the process, so that a write costs one
-// read per process however many candidates and watchers it has. A waiter
-// whose token is the record last read, with no notification since, reads
-// nothing; any other token costs one read when it starts waiting.
+// once, so that candidates and watchers poll instead.
+//
+// A notification carries the change itself: the version replaced, the new
+// version, the commit time and the record, with a MAC computed in the writing
+// statement from a random secret kept in the row (created with it, never
+// sent). Any role may NOTIFY any channel, and any role may LISTEN, so the
+// listener takes a change from a notification only when its MAC checks out
+// with the secret the listener last read and it replaces the record the
+// listener knew: a forged notification fails the first test, a replayed one
+// the second. Anything else (a record too large for a notification, a change
+// the listener cannot place, one arriving before it has read the row) is a
+// hint: the listener reads the row. Either way it hands that one record to
+// every WaitForChange waiting in the process, so that a write costs no read
+// in the steady state, and at most one per process however many candidates
+// and watchers it has. A waiter whose token is the record last read or
+// pushed, with no hint since, reads nothing; any other token costs one read
+// when it starts waiting. The record travels in the clear: a role that may
+// connect to the database but not read the table can still see the leader's
+// ID and addresses by listening on the channel.
 //
 // LISTEN needs a session of its own: connect the pool directly to PostgreSQL
 // or through a pooler in session mode. Behind a pooler in transaction mode

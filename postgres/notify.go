@@ -2,8 +2,14 @@ package postgres
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,12 +53,12 @@ func (b *backoff) next() time.Duration {
 //
 // The first call starts a listener on a connection of its own, taken from
 // the pool and kept until Close, and waits for it to listen. The listener
-// reads the row once per notification on the election's channel, if anyone
-// waits, and hands that one record to every waiter in this process: a
-// notification is a hint to read, never trusted, since any role may NOTIFY
-// any channel. A waiter whose token is the record the listener last read,
-// with no notification since, reads nothing; any other token costs a read
-// begun after the call, shared with the waiters that arrive meanwhile.
+// takes each change from its notification when it can verify it (see the
+// package comment), and otherwise reads the row once per notification, if
+// anyone waits; it hands that one record to every waiter in this process. A
+// waiter whose token is the record the listener last read or verified, with
+// no unverified notification since, reads nothing; any other token costs a
+// read begun after the call, shared with the waiters that arrive meanwhile.
 //
 // While the listener's connection is down (until it is back, with capped
 // jittered backoff), WaitForChange returns an error at once, so that the
@@ -153,8 +159,9 @@ const (
 )
 
 // listener holds one connection that LISTENs on the election's channel, and
-// reads the row for every waiter in this process: once per notification
-// while anyone waits, so that a notification costs one read however many
+// follows the row for every waiter in this process: from the notifications
+// it can verify, and otherwise by reading it once per notification while
+// anyone waits, so that a notification costs at most one read however many
 // wait.
 type listener struct {
 	d          *Decider
@@ -176,9 +183,9 @@ type listener struct {
 	// notification is only noted, not read.
 	waiters int
 	// asked counts the reasons to read since the listener started: each
-	// notification, each (re)connection (notifications may have been
-	// missed while it was down), each waiter whose token the last read
-	// does not vouch for. A read begun when asked was n answers every
+	// notification (a verified one answers itself), each (re)connection
+	// (notifications may have been missed while it was down), each waiter
+	// whose token the last read does not vouch for. A read begun when asked was n answers every
 	// reason up to n.
 	asked uint64
 	last  readResult
@@ -186,9 +193,10 @@ type listener struct {
 
 // readResult is the outcome of the listener's latest read of the row.
 type readResult struct {
-	rec  *entry.RaceEntry // nil before the first read and on error
-	err  error
-	asOf uint64 // asked when the read began
+	rec    *entry.RaceEntry // nil before the first read and on error
+	secret []byte           // the row's, to check pushed changes with
+	err    error
+	asOf   uint64 // asked when the read began
 }
 
 func startListener(d *Decider) *listener {
@@ -244,11 +252,10 @@ func (l *listener) reads() {
 			if !pending {
 				break
 			}
-			e, err := l.d.ReadCurrent(l.ctx)
+			e, secret, err := l.d.read(l.ctx)
 			l.mu.Lock()
-			l.last = readResult{rec: e, err: err, asOf: n}
-			close(l.wake)
-			l.wake = make(chan struct{})
+			l.last = readResult{rec: e, secret: secret, err: err, asOf: n}
+			l.wakeLocked()
 			l.mu.Unlock()
 			if err == nil {
 				b.cur = 0
@@ -287,15 +294,75 @@ func (l *listener) set(state listenState, conn *pgx.Conn, err error) {
 		// Notifications sent while it was not listening are lost.
 		l.askLocked()
 	}
+	l.wakeLocked()
+}
+
+// wakeLocked wakes every waiter. Call with l.mu held.
+func (l *listener) wakeLocked() {
 	close(l.wake)
 	l.wake = make(chan struct{})
 }
 
-// notify asks for a read: the row may have changed.
-func (l *listener) notify() {
+// notify handles a notification on the election's channel: a change it
+// can verify as the one that followed the record last read (or pushed) is
+// taken as if read; anything else asks for a read, as the row may have
+// changed.
+func (l *listener) notify(payload string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	last := l.last
+	// Only on top of a current record: with a read asked for, a pushed
+	// change may be older than what the read will find.
+	if last.err == nil && last.rec != nil && last.asOf == l.asked {
+		if e, ok := verifyPush(payload, last.secret, last.rec.Token.Version); ok {
+			l.asked++
+			l.last = readResult{rec: e, secret: last.secret, asOf: l.asked}
+			l.wakeLocked()
+			return
+		}
+	}
 	l.askLocked()
+}
+
+// verifyPush returns the record a notification's payload carries (see
+// notifySQL) if its MAC is the row's, made with secret, and it replaced
+// version prev. The MAC shows that a writer who could read the row sent it;
+// the chain from prev, that it is the next change, not one replayed by a
+// role that saw it go by (versions are random and never reused within a
+// secret's life).
+func verifyPush(payload string, secret []byte, prev string) (*entry.RaceEntry, bool) {
+	i := strings.LastIndexByte(payload, ' ')
+	if len(secret) != secretSize || i < 0 {
+		return nil, false
+	}
+	m := payload[:i]
+	mac, err := hex.DecodeString(payload[i+1:])
+	if err != nil {
+		return nil, false
+	}
+	inner := sha256.Sum256(append(secret[:64:64], m...))
+	outer := sha256.Sum256(append(secret[64:128:128], inner[:]...))
+	if !hmac.Equal(mac, outer[:]) {
+		return nil, false
+	}
+	f := strings.Split(m, " ")
+	if len(f) != 5 || f[0] != "lev1" || f[1] != prev {
+		return nil, false
+	}
+	micros, err := strconv.ParseInt(f[3], 10, 64)
+	if err != nil {
+		return nil, false
+	}
+	body, err := base64.StdEncoding.DecodeString(f[4])
+	if err != nil {
+		return nil, false
+	}
+	e, err := entry.Unmarshal(body)
+	if err != nil {
+		return nil, false
+	}
+	e.Token = entry.LeaderToken{Version: f[2], CommitTime: time.UnixMicro(micros)}
+	return e, true
 }
 
 func (l *listener) stop() {
@@ -304,8 +371,7 @@ func (l *listener) stop() {
 	<-l.readerDone
 	l.mu.Lock()
 	l.state, l.conn = stopped, nil
-	close(l.wake)
-	l.wake = make(chan struct{})
+	l.wakeLocked()
 	l.mu.Unlock()
 }
 
@@ -366,7 +432,7 @@ func (l *listener) listen(conn *pgx.Conn) error {
 		switch {
 		case err == nil:
 			if n.Channel == l.d.channel {
-				l.notify()
+				l.notify(n.Payload)
 			}
 			continue
 		case l.ctx.Err() != nil:

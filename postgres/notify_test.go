@@ -2,8 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,11 +165,12 @@ func (c *readCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx
 
 func (c *readCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// TestOneReadPerNotification has many waiters in one process wait on one
-// Decider: each write they are told of must cost one read in all, not one
-// per waiter, and waiting again on the record they were handed must cost
-// none.
-func TestOneReadPerNotification(t *testing.T) {
+// TestPushedChanges has many waiters in one process wait on one Decider
+// while another client writes: each write must reach them all as the record
+// a read would return, without a read, since its notification carries it,
+// signed; a record too large for a notification costs one read in all, not
+// one per waiter. Waiting again on the record they were handed costs none.
+func TestPushedChanges(t *testing.T) {
 	const waiters = 20
 	dsn := serverDSN(t)
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -189,7 +192,7 @@ func TestOneReadPerNotification(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	for round := 1; round <= 3; round++ {
+	for round := 1; round <= 4; round++ {
 		before := reads.n.Load()
 		results := make([]<-chan waitResult, waiters)
 		for i := range results {
@@ -200,25 +203,113 @@ func TestOneReadPerNotification(t *testing.T) {
 		}
 		entering := reads.n.Load() - before
 		id := fmt.Sprintf("w%d", round)
-		next := faultproxy.MustWrite(t, writer, faultproxy.Record(int64(round), id, tok))
+		rec := faultproxy.Record(int64(round), id, tok)
+		wantReads := int64(0)
+		if round == 4 {
+			// Too large to push: the notification names the version.
+			rec.ConnectionParams = []byte(strings.Repeat("x", 8000))
+			wantReads = 1
+		}
+		next := faultproxy.MustWrite(t, writer, rec)
+		var got *entry.RaceEntry
 		for i, done := range results {
 			r := <-done
 			if r.err != nil || r.e.WriteID != id || !r.e.Token.SameVersion(next) {
 				t.Fatalf("round %d: waiter %d got %+v, %v; want %s", round, i, r.e, r.err, id)
 			}
+			got = r.e
 		}
 		total := reads.n.Load() - before
 		t.Logf("round %d: %d reads as %d waiters arrived, %d in all", round, entering, waiters, total)
 		// The first round's waiters arrive before anything was read (and
 		// share the reads they ask for, which no test can time); later
-		// ones wait on the record the listener handed them.
+		// ones wait on the record the listener was handed.
 		if round > 1 && entering != 0 {
 			t.Errorf("round %d: %d reads as %d waiters arrived on the record the last notification delivered; want none", round, entering, waiters)
 		}
-		if got := total - entering; got != 1 {
-			t.Errorf("round %d: one write woke %d waiters with %d reads; want 1", round, waiters, got)
+		if n := total - entering; n != wantReads {
+			t.Errorf("round %d: one write woke %d waiters with %d reads; want %d", round, waiters, n, wantReads)
+		}
+		want := faultproxy.MustRead(t, writer)
+		if !got.Token.CommitTime.Equal(want.Token.CommitTime) || !got.Token.CommitTime.Equal(next.CommitTime) {
+			t.Errorf("round %d: waiters were told commit time %v; ReadCurrent says %v, WriteEntry %v",
+				round, got.Token.CommitTime, want.Token.CommitTime, next.CommitTime)
+		}
+		got.Token, want.Token = entry.LeaderToken{}, entry.LeaderToken{}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("round %d: waiters were told\n%+v\nReadCurrent says\n%+v", round, got, want)
 		}
 		tok = next
+	}
+}
+
+// TestUntrustedPushes sends, on the election's channel, payloads shaped like
+// a write's but not to be believed: one whose MAC is wrong and one replaying
+// a genuine notification of an earlier write, captured by a role listening
+// on the channel. A waiter on the current record must be handed neither
+// (the listener reads the row instead, and finds it unchanged).
+func TestUntrustedPushes(t *testing.T) {
+	dsn := serverDSN(t)
+	admin := newPool(t, dsn, 2)
+	table := freshTable(t, admin)
+	election := freshName("election")
+	d := newDecider(t, newPool(t, dsn, 2), table, election)
+	spy, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { spy.Close(context.Background()) })
+	if _, err := spy.Exec(t.Context(), "LISTEN "+pgx.Identifier{postgres.ChannelName(d)}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	tok0 := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
+	tok1 := faultproxy.MustWrite(t, d, faultproxy.Record(1, "w1", tok0))
+	var payloads []string
+	for range 2 {
+		n, err := spy.WaitForNotification(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		payloads = append(payloads, n.Payload)
+	}
+	genuine := payloads[1] // w0 -> w1
+	if !strings.HasPrefix(genuine, "lev1 "+tok0.Version+" "+tok1.Version+" ") {
+		t.Fatalf("notification of w1 = %q; want it to name versions %s and %s", genuine, tok0.Version, tok1.Version)
+	}
+	if err := postgres.AwaitListening(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	// The listener reads w1 for a waiter on w0, and knows the row's secret.
+	if r := <-waitAsync(t.Context(), d, tok0); r.err != nil || !r.e.Token.SameVersion(tok1) {
+		t.Fatalf("WaitForChange(w0) = %+v, %v; want w1", r.e, r.err)
+	}
+	tok2 := faultproxy.MustWrite(t, d, faultproxy.Record(2, "w2", tok1))
+	if r := <-waitAsync(t.Context(), d, tok1); r.err != nil || !r.e.Token.SameVersion(tok2) {
+		t.Fatalf("WaitForChange(w1) = %+v, %v; want w2", r.e, r.err)
+	}
+
+	// w2 -> a forged w3: the right chain, a MAC made without the secret.
+	rec := faultproxy.Record(3, "forged", tok2)
+	body, err := entry.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := fmt.Sprintf("lev1 %s 42 %d %s %s", tok2.Version, time.Now().UnixMicro(),
+		base64.StdEncoding.EncodeToString(body), strings.Repeat("ab", 32))
+	for _, c := range []struct{ what, payload string }{{"replayed", genuine}, {"forged", forged}} {
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		done := waitAsync(ctx, d, tok2)
+		// Each on a listener with no read asked for, which would make it
+		// ignore the payload anyway.
+		if err := postgres.AwaitWaiters(ctx, d, 1); err != nil {
+			t.Fatal(err)
+		}
+		exec(t, admin, "SELECT pg_notify($1, $2)", postgres.ChannelName(d), c.payload)
+		r := <-done
+		cancel()
+		if !errors.Is(r.err, context.DeadlineExceeded) {
+			t.Fatalf("WaitForChange(w2) after a %s notification = %+v, %v; want it to keep waiting until its deadline", c.what, r.e, r.err)
+		}
 	}
 }
 

@@ -2,12 +2,14 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,7 +107,7 @@ func New(pool *pgxpool.Pool, table, election string, opts ...Option) (*Decider, 
 	}
 	d.channel = channelName(ident, election)
 	t := ident.Sanitize()
-	d.readSQL = "SELECT version, record, committed_at FROM " + t + " WHERE name = $1"
+	d.readSQL = "SELECT version, record, committed_at, secret FROM " + t + " WHERE name = $1"
 	// clock_timestamp(), not now(): now() is the time the statement's
 	// transaction began, which precedes any wait for the row lock held by a
 	// concurrent writer, while clock_timestamp() in the SET or VALUES list is
@@ -114,12 +116,15 @@ func New(pool *pgxpool.Pool, table, election string, opts ...Option) (*Decider, 
 	//
 	// pg_notify runs in the same statement, once per row written: no row, no
 	// notification, and PostgreSQL sends it only if the statement commits.
-	d.createSQL = "WITH w AS (INSERT INTO " + t + " (name, version, record, committed_at)" +
-		" VALUES ($1, $2, $3, clock_timestamp()) ON CONFLICT (name) DO NOTHING RETURNING committed_at)" +
-		" SELECT committed_at, pg_notify($4, $5) FROM w"
+	// Its payload is the change itself, signed with the row's secret (see
+	// notifySQL), or, for a record too large for a notification, the bare
+	// new version.
+	d.createSQL = "WITH w AS (INSERT INTO " + t + " (name, version, record, committed_at, secret)" +
+		" VALUES ($1, $3, $4, clock_timestamp(), $7) ON CONFLICT (name) DO NOTHING RETURNING committed_at, secret)" +
+		notifySQL
 	d.replaceSQL = "WITH w AS (UPDATE " + t + " SET version = $3, record = $4, committed_at = clock_timestamp()" +
-		" WHERE name = $1 AND version = $2 RETURNING committed_at)" +
-		" SELECT committed_at, pg_notify($5, $6) FROM w"
+		" WHERE name = $1 AND version = $2 RETURNING committed_at, secret)" +
+		notifySQL
 	return d, nil
 }
 
@@ -141,6 +146,33 @@ func parseTable(table string) (pgx.Identifier, error) {
 	}
 	return pgx.Identifier(parts), nil
 }
+
+// notifySQL ends both writes, whose parameters are $1 the election, $2 the
+// version replaced (0 for a create), $3 the new version, $4 the record, $5
+// the channel and $6 the record in base64 (NULL when too large to push); a
+// create adds $7, the new row's secret. It sends
+//
+//	lev1 PREV NEXT MICROS RECORD MAC
+//
+// where MICROS is the commit time in microseconds since the Unix epoch and
+// MAC, in hex, is SHA-256(k2 || SHA-256(k1 || the text before it)), k1 and k2
+// being the two halves of the row's secret: a keyed hash with two
+// independent keys, which PostgreSQL's built-in sha256 (version 11 and
+// later) can compute without an extension. Any role may NOTIFY, but only
+// one that can read the row knows its secret.
+const notifySQL = " SELECT committed_at, pg_notify($5, coalesce(m || ' ' || encode(" +
+	"sha256(substr(secret, 65, 64) || sha256(substr(secret, 1, 64) || convert_to(m, 'UTF8'))), 'hex'), $3::text))" +
+	" FROM (SELECT committed_at, secret, 'lev1 ' || $2::bigint || ' ' || $3::bigint || ' ' ||" +
+	" (extract(epoch FROM committed_at) * 1000000)::bigint || ' ' || $6::text AS m FROM w) s"
+
+// secretSize is the size of a row's secret: two 64-byte keys, one per
+// SHA-256 block.
+const secretSize = 128
+
+// maxPushed bounds the base64 record a notification carries: PostgreSQL
+// refuses payloads of 8000 bytes or more, and the rest of the payload takes
+// under 150.
+const maxPushed = 7800
 
 // channelName derives the NOTIFY channel of an election. It hashes the names
 // so that the channel is a plain lower-case identifier of at most 63 bytes,
@@ -172,7 +204,8 @@ func CreateTable(ctx context.Context, pool *pgxpool.Pool, table string) error {
 	name         text        PRIMARY KEY,
 	version      bigint      NOT NULL,
 	record       bytea       NOT NULL,
-	committed_at timestamptz NOT NULL
+	committed_at timestamptz NOT NULL,
+	secret       bytea       NOT NULL
 )`)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07" || pe.Code == "42710") {
@@ -196,29 +229,35 @@ func CreateTable(ctx context.Context, pool *pgxpool.Pool, table string) error {
 // wrapping entry.ErrRefused. The token's CommitTime is the server's clock
 // when the row was written.
 func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	e, _, err := d.read(ctx)
+	return e, err
+}
+
+// read is ReadCurrent, also returning the row's secret (nil for no row).
+func (d *Decider) read(ctx context.Context) (*entry.RaceEntry, []byte, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: read %s: %w", d.name, err)
+		return nil, nil, fmt.Errorf("postgres: read %s: %w", d.name, err)
 	}
 	opCtx, cancel := d.opContext(ctx)
 	defer cancel()
 	var (
-		version int64
-		data    []byte
-		commit  time.Time
+		version      int64
+		data, secret []byte
+		commit       time.Time
 	)
-	err := d.pool.QueryRow(opCtx, d.readSQL, d.election).Scan(&version, &data, &commit)
+	err := d.pool.QueryRow(opCtx, d.readSQL, d.election).Scan(&version, &data, &commit, &secret)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
+		return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil, nil
 	}
 	if err != nil {
-		return nil, d.fail(ctx, opCtx, "read "+d.name, err, false)
+		return nil, nil, d.fail(ctx, opCtx, "read "+d.name, err, false)
 	}
 	e, err := entry.Unmarshal(data)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: record in %s (version %d): %w", d.name, version, err)
+		return nil, nil, fmt.Errorf("postgres: record in %s (version %d): %w", d.name, version, err)
 	}
 	e.Token = entry.LeaderToken{Version: strconv.FormatInt(version, 10), CommitTime: commit}
-	return e, nil
+	return e, secret, nil
 }
 
 // WriteEntry implements leaderelection.RaceDecider: INSERT ... ON CONFLICT DO
@@ -237,21 +276,28 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	// A random version rather than version + 1: a row deleted and created
 	// again by hand would restart a counter, and a stale writer holding an
 	// old token could then win against a record it never saw.
-	version := rand.Int64N(math.MaxInt64) + 1
+	version := mrand.Int64N(math.MaxInt64) + 1
 	next := strconv.FormatInt(version, 10)
 	opCtx, cancel := d.opContext(ctx)
 	defer cancel()
+	var pushed *string // NULL: the notification carries the version alone
+	if base64.StdEncoding.EncodedLen(len(body)) <= maxPushed {
+		b64 := base64.StdEncoding.EncodeToString(body)
+		pushed = &b64
+	}
 	var commit time.Time
 	cond := "create"
 	if rentry.Token.IsZero() {
-		err = d.pool.QueryRow(opCtx, d.createSQL, d.election, version, body, d.channel, next).Scan(&commit, nil)
+		secret := make([]byte, secretSize)
+		rand.Read(secret)
+		err = d.pool.QueryRow(opCtx, d.createSQL, d.election, int64(0), version, body, d.channel, pushed, secret).Scan(&commit, nil)
 	} else {
 		old, perr := strconv.ParseInt(rentry.Token.Version, 10, 64)
 		if perr != nil {
 			return entry.LeaderToken{}, fmt.Errorf("postgres: write %s: token %q was not made by this backend (want a decimal version)", d.name, rentry.Token.Version)
 		}
 		cond = "replace version " + rentry.Token.Version
-		err = d.pool.QueryRow(opCtx, d.replaceSQL, d.election, old, version, body, d.channel, next).Scan(&commit, nil)
+		err = d.pool.QueryRow(opCtx, d.replaceSQL, d.election, old, version, body, d.channel, pushed).Scan(&commit, nil)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return entry.LeaderToken{}, fmt.Errorf("postgres: write %s (%s): %w", d.name, cond, entry.ErrRaceLost)

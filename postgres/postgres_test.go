@@ -44,7 +44,7 @@ func TestCorruptRecord(t *testing.T) {
 	d := newDecider(t, pool, table, election)
 	racedecidertest.CheckCorrupt(t, d, func(t *testing.T, data []byte) {
 		exec(t, pool, "INSERT INTO "+pgx.Identifier{table}.Sanitize()+
-			" (name, version, record, committed_at) VALUES ($1, 1, $2, now())"+
+			" (name, version, record, committed_at, secret) VALUES ($1, 1, $2, now(), '')"+
 			" ON CONFLICT (name) DO UPDATE SET record = excluded.record", election, data)
 	}, d.String())
 }
