@@ -25,8 +25,9 @@
 //
 // Many elections share one table, a row each. No superuser feature, extension
 // or DELETE privilege is needed, so it works on managed PostgreSQL (RDS,
-// Cloud SQL, Azure, Supabase, ...), version 11 or later. A missing table, or a missing privilege,
-// is reported as entry.ErrRefused, never as an election without a record.
+// Cloud SQL, Azure, Supabase, ...), version 11 or later. A missing table, or
+// a missing privilege, is reported as entry.ErrRefused, never as an election
+// without a record.
 //
 // # How the record is stored
 //
@@ -48,15 +49,15 @@
 //
 // # Error classes
 //
-// One function, errorClass, maps PostgreSQL's SQLSTATE codes: a missing
-// table, schema or database, a missing privilege or failed authentication
-// are refusals (entry.ErrRefused: Acquire ends); too many connections,
-// serialization failures, deadlocks, lock timeouts, a server starting up or
-// a read-only standby are throttling (entry.ErrThrottled: retried with
-// backoff). Both classes are statement errors that abort the statement's
-// transaction, so the write was not applied. Anything else, notably a
-// connection lost while a write was in flight, is an unknown outcome: the
-// engine reads the row back and looks for its write id.
+// One function, errorClass, maps PostgreSQL's SQLSTATE codes: a missing table,
+// schema or database, a missing privilege, failed authentication or a server
+// older than PostgreSQL 11 (no sha256) are refusals (entry.ErrRefused: Acquire
+// ends); too many connections, serialization failures, deadlocks, lock
+// timeouts, a server starting up or a read-only standby are throttling
+// (entry.ErrThrottled: retried with backoff). Both classes are statement
+// errors that abort the statement's transaction, so the write was not applied.
+// Anything else, notably a connection lost while a write was in flight, is an
+// unknown outcome: the engine reads the row back and looks for its write id.
 //
 // # Push notifications
 //

@@ -172,7 +172,7 @@ func TestErrorClasses(t *testing.T) {
 	}
 	raised := map[string]string{
 		"42501": "refused", "42P01": "refused", "42703": "refused", "3D000": "refused",
-		"3F000": "refused", "28000": "refused", "28P01": "refused",
+		"3F000": "refused", "28000": "refused", "28P01": "refused", "42883": "refused",
 		"53300": "throttled", "53100": "throttled", "40001": "throttled", "40P01": "throttled",
 		"55P03": "throttled", "57P03": "throttled", "25006": "throttled",
 		"57014": "unknown", "57P01": "unknown", "08006": "unknown", "XX000": "unknown",
