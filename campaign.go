@@ -538,11 +538,12 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 // news is how long the news of a write takes to reach this candidate, which
 // sizes the herd window and times a rival's draw: the store's round trip or,
 // on a store that pushes changes, the delay of its pushes when that is longer
-// (a listener that reads the row after each notification, as PostgreSQL's
-// does for changes it cannot verify, brings news a read after the commit): the shortest of the last 8, measured at
-// every extension. Pushes are timed against the send time each record
-// carries, on its writer's clock, so the delay is taken as at most 4 round
-// trips: a clock behind the writers' cannot widen the window without bound.
+// (a listener that reads the row after each notification, as PostgreSQL's does
+// for changes it cannot verify, brings news a read after the commit): the
+// shortest of the last 8, measured at every extension. Pushes are timed
+// against the send time each record carries, on its writer's clock, so the
+// delay is taken as at most 4 round trips: a clock behind the writers' cannot
+// widen the window without bound.
 func (cd *candidate) news() time.Duration {
 	rtt := cd.rtt.fastest()
 	if cd.pushes.n == 0 || cd.legacy {

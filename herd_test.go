@@ -138,14 +138,13 @@ func TestHerdOfFiftyElectsWithFewWrites(t *testing.T) {
 	}
 }
 
-// A herd of 50 on a store whose news of a write comes a round trip and a
-// half after it is sent (as a listener that reads the row after each
-// notification brings it; PostgreSQL's did before its notifications carried
-// the record): the candidates time the pushes, and size
-// their windows and time their rivals by that, so that a hand-over takes at
-// most 3 writes, the release included, in all but a few. Timed by the round
-// trip, they took the first writer for a late one, never learnt their herd,
-// and wrote 7 times a hand-over.
+// A herd of 50 on a store whose news of a write comes a round trip and a half
+// after it is sent (as a listener that reads the row after each notification
+// brings it; PostgreSQL's did before its notifications carried the record):
+// the candidates time the pushes, and size their windows and time their rivals
+// by that, so that a hand-over takes at most 3 writes, the release included,
+// in all but a few. Timed by the round trip, they took the first writer for a
+// late one, never learnt their herd, and wrote 7 times a hand-over.
 func TestHerdOnSlowPushes(t *testing.T) {
 	const seeds, reps = 20, 10
 	var over, writes int

@@ -184,9 +184,9 @@ type listener struct {
 	waiters int
 	// asked counts the reasons to read since the listener started: each
 	// notification (a verified one answers itself), each (re)connection
-	// (notifications may have been missed while it was down), each waiter
-	// whose token the last read does not vouch for. A read begun when asked was n answers every
-	// reason up to n.
+	// (notifications may have been missed while it was down), each waiter whose
+	// token the last read does not vouch for. A read begun when asked was n
+	// answers every reason up to n.
 	asked uint64
 	last  readResult
 }
