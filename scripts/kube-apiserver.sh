@@ -51,7 +51,8 @@ KUBECONFIG_NOCACHE=$STATE/kubeconfig-nocache
 NOCACHE=${KUBE_APISERVER_NOCACHE:-1}
 
 NAME=kube-apiserver
-# lib.sh's spawn; this script's own functions below replace the rest.
+# lib.sh's spawn, spawned_alive and give_up; this script's own functions
+# below replace the rest.
 . "$ROOT/scripts/lib.sh"
 
 say() { echo "kube-apiserver.sh: $*" >&2; }
@@ -214,12 +215,11 @@ launch_apiserver() {
 await_apiserver() {
 	for _ in $(seq 1 600); do
 		api_ready "$2" && return 0
-		if ! alive "$1" kube-apiserver >/dev/null; then break; fi
+		spawned_alive "$STATE/$1.pid" >/dev/null || break
 		sleep 0.1
 	done
-	say "$1 did not become ready; its log:"
-	tail -n 30 "$STATE/$1.log" >&2 || true
-	stop || true
+	give_up "$STATE/$1.pid" "$STATE/$1.log" "$1"
+	stop >/dev/null 2>&1 || true
 	return 1
 }
 
@@ -263,13 +263,12 @@ start() {
 		>"$STATE/etcd.log" 2>&1 </dev/null
 	for _ in $(seq 1 100); do
 		etcd_ready && break
-		if ! alive etcd >/dev/null; then break; fi
+		spawned_alive "$STATE/etcd.pid" >/dev/null || break
 		sleep 0.1
 	done
 	if ! etcd_ready; then
-		say "etcd did not become healthy; its log:"
-		tail -n 30 "$STATE/etcd.log" >&2 || true
-		stop || true
+		give_up "$STATE/etcd.pid" "$STATE/etcd.log" etcd
+		stop >/dev/null 2>&1 || true
 		return 1
 	fi
 	launch_apiserver kube-apiserver apiserver.addr certs

@@ -37,10 +37,45 @@ running_pid() {
 	return 1
 }
 
+# spawned_alive PIDFILE prints the pid spawn wrote to PIDFILE if that
+# process is still running (not exited, nor a zombie). It is for the start
+# that spawned it, where a pid so fresh cannot name another process: unlike
+# running_pid, which guards stop against a stale pid file, it does not read
+# the command line, which reads empty while a process is in the middle of
+# exec (Linux shows none until the new program's arguments are in place).
+spawned_alive() {
+	local pid state
+	pid=$(cat "$1" 2>/dev/null) || return 1
+	state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1) || return 1
+	[ -n "$pid" ] && [ -n "$state" ] && [ "$state" != Z ] || return 1
+	echo "$pid"
+}
+
+# give_up PIDFILE LOG WHAT: the server WHAT that this start spawned did not
+# answer in time. It says whether the server still runs, shows the end of
+# LOG, and kills the server by the pid in PIDFILE, so that none is left
+# running whatever running_pid would make of it.
+give_up() {
+	local pid
+	if pid=$(spawned_alive "$1"); then
+		say "$3 (pid $pid) runs but did not answer in time; its log:"
+		tail -n 30 "$2" >&2 || true
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 1 50); do
+			spawned_alive "$1" >/dev/null || return 0
+			sleep 0.1
+		done
+		kill -9 "$pid" 2>/dev/null || true
+	else
+		say "$3 exited before it answered; its log:"
+		tail -n 30 "$2" >&2 || true
+	fi
+}
+
 # await_started TRIES INTERVAL [DETAIL] waits, once the server has been
 # launched and its pid written, until it answers: then it prints the
 # environment. It gives up when the server exits or after TRIES x INTERVAL
-# seconds, showing the end of its log.
+# seconds.
 await_started() {
 	local tries=$1 interval=$2 detail=${3:-}
 	for _ in $(seq 1 "$tries"); do
@@ -49,15 +84,11 @@ await_started() {
 			print_env
 			return 0
 		fi
-		# A server that exited is given up on.
-		if ! running_pid >/dev/null; then
-			break
-		fi
+		spawned_alive "$PIDFILE" >/dev/null || break
 		sleep "$interval"
 	done
-	say "$NAME did not answer at $ENDPOINT; its log:"
-	tail -n 30 "$LOG" >&2 || true
-	stop || true
+	give_up "$PIDFILE" "$LOG" "$NAME at $ENDPOINT"
+	stop >/dev/null 2>&1 || true
 	return 1
 }
 
