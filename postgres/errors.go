@@ -30,7 +30,7 @@ func errorClass(err error) error {
 		"42P01", // undefined_table: the table does not exist
 		"42703", // undefined_column: the table is not one CreateTable makes
 		"42804", // datatype_mismatch: likewise
-		"42883", // undefined_function: sha256, in PostgreSQL 11 and later
+		"42883", // undefined_function: no sha256, a server before PostgreSQL 11
 		"3F000", // invalid_schema_name: the table's schema does not exist
 		"3D000", // invalid_catalog_name: the database does not exist
 		"28000", // invalid_authorization_specification: no pg_hba.conf entry, unknown role

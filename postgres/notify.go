@@ -340,8 +340,9 @@ func verifyPush(payload string, secret []byte, prev string) (*entry.RaceEntry, b
 	if err != nil {
 		return nil, false
 	}
-	inner := sha256.Sum256(append(secret[:64:64], m...))
-	outer := sha256.Sum256(append(secret[64:128:128], inner[:]...))
+	k := secretSize / 2 // k1 and k2, each one SHA-256 block
+	inner := sha256.Sum256(append(secret[:k:k], m...))
+	outer := sha256.Sum256(append(secret[k:secretSize:secretSize], inner[:]...))
 	if !hmac.Equal(mac, outer[:]) {
 		return nil, false
 	}
