@@ -2,6 +2,7 @@ package leaderelection_test
 
 import (
 	"context"
+	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -16,8 +17,9 @@ import (
 )
 
 // delayedStore is a memory.Decider behind a network with a fixed one-way delay
-// on every request, reply and pushed change, as the benchmark models a store
-// (in a synctest bubble the delay is virtual, and exact). It logs every
+// on every request, reply and pushed change, as the benchmark models a store,
+// and with noise a random one added (in a synctest bubble the delays are
+// virtual, and exact). It logs every
 // request, so that tests can count the writes of an election and time the
 // reads of waiting candidates.
 type delayedStore struct {
@@ -27,6 +29,8 @@ type delayedStore struct {
 	// pushLegs, if not zero, is how many legs a pushed change takes (1
 	// otherwise).
 	pushLegs int
+	// noise, if set, adds what a real server does: see storeNoise.
+	noise *storeNoise
 
 	mu  sync.Mutex
 	ops []storeOp
@@ -69,6 +73,9 @@ func (s *delayedStore) between(from, to time.Time) (reads, writes []storeOp) {
 // store does.
 func (s *delayedStore) access(who string) leaderelection.RaceDecider {
 	a := &storeAccess{s: s, who: who}
+	if n := s.noise; n != nil {
+		a.req, a.push = newNoiseSource(n.seed, who, 0, n.jitter), newNoiseSource(n.seed, who, 1, n.push)
+	}
 	if s.push {
 		return pushingAccess{a}
 	}
@@ -78,34 +85,68 @@ func (s *delayedStore) access(who string) leaderelection.RaceDecider {
 type storeAccess struct {
 	s   *delayedStore
 	who string
+	// req and push draw the noise of requests' legs and of pushed changes.
+	req, push *noiseSource
 }
 
 func (a *storeAccess) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	a.s.log(a.who, false)
-	time.Sleep(a.s.leg)
+	time.Sleep(a.s.leg + a.req.draw())
 	rec, err := a.s.mem.ReadCurrent(ctx)
-	time.Sleep(a.s.leg)
+	time.Sleep(a.s.leg + a.req.draw())
 	return rec, err
 }
 
 func (a *storeAccess) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
 	a.s.log(a.who, true)
-	time.Sleep(a.s.leg)
+	time.Sleep(a.s.leg + a.req.draw())
 	tok, err := a.s.mem.WriteEntry(ctx, e)
-	time.Sleep(a.s.leg)
+	time.Sleep(a.s.leg + a.req.draw())
 	return tok, err
+}
+
+// storeNoise models what a real server adds to a delayedStore's fixed
+// delays: every leg of a request takes up to jitter more, and every pushed
+// change up to push more, drawn uniformly. Each candidate draws from sources
+// of its own, seeded by its name, so that a run does not depend on the order
+// in which goroutines wake.
+type storeNoise struct {
+	seed         uint64
+	jitter, push time.Duration
+}
+
+type noiseSource struct {
+	mu   sync.Mutex
+	r    *rand.Rand
+	upTo time.Duration
+}
+
+func newNoiseSource(seed uint64, who string, i uint64, upTo time.Duration) *noiseSource {
+	h := fnv.New64a()
+	h.Write([]byte(who))
+	return &noiseSource{r: rand.New(rand.NewPCG(seed, h.Sum64()+i)), upTo: upTo}
+}
+
+// draw returns a delay in [0, upTo), 0 without noise.
+func (s *noiseSource) draw() time.Duration {
+	if s == nil || s.upTo <= 0 {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Duration(s.r.Int64N(int64(s.upTo)))
 }
 
 type pushingAccess struct{ *storeAccess }
 
 // WaitForChange delivers the change one leg (pushLegs, if set) after the store
-// made it.
+// made it, plus its noise.
 func (p pushingAccess) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*entry.RaceEntry, error) {
 	rec, err := p.s.mem.WaitForChange(ctx, tok)
 	if err != nil {
 		return nil, err
 	}
-	time.Sleep(p.s.leg * time.Duration(max(p.s.pushLegs, 1)))
+	time.Sleep(p.s.leg*time.Duration(max(p.s.pushLegs, 1)) + p.push.draw())
 	return rec, nil
 }
 
