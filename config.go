@@ -85,7 +85,9 @@ type Config struct {
 	// and the others see its write in time. Each candidate starts from
 	// ExpectedCandidates - 1 of them and learns their number from the herds
 	// it meets (see the README's sizing section): candidates started
-	// together learn it from the first one, others over a few hand-overs.
+	// together learn it from the first one, others over a few hand-overs,
+	// or over more than ten where pushes take a varying while: set it for
+	// a crowd that must not spend writes learning its size.
 	// On a store that cannot push changes, herds show their size only at
 	// takeover times and start-ups, and the default PollInterval grows with
 	// this value only: set it when running more than about 16 candidates
