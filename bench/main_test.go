@@ -200,7 +200,7 @@ func TestBusiestWindow(t *testing.T) {
 }
 
 func TestStat(t *testing.T) {
-	if s := statOf([]float64{5, 1, 3, 2}); s.Median != 2.5 || s.Max != 5 || s.Min != 1 || s.N != 4 {
+	if s := statOf([]float64{5, 1, 3, 2}); s.Median != 2.5 || s.Max != 5 || s.Min != 1 || s.N != 4 || !slices.Equal(s.Samples, []float64{5, 1, 3, 2}) {
 		t.Errorf("statOf = %+v", s)
 	}
 	if s := statOf(nil); s.N != 0 {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -61,12 +62,15 @@ type BackendResult struct {
 	Skipped string `json:"skipped,omitempty"`
 }
 
-// Stat summarises the samples of one metric.
+// Stat summarises the samples of one metric, and keeps them (in the order
+// measured) for the JSON results, where a comparison of two runs can weigh
+// more than their medians and maxima.
 type Stat struct {
-	N      int     `json:"n"`
-	Median float64 `json:"median"`
-	Max    float64 `json:"max"`
-	Min    float64 `json:"min"`
+	N       int       `json:"n"`
+	Median  float64   `json:"median"`
+	Max     float64   `json:"max"`
+	Min     float64   `json:"min"`
+	Samples []float64 `json:"samples,omitempty"`
 }
 
 // Metric is one row of the table.
@@ -92,7 +96,7 @@ func statOf(xs []float64) Stat {
 	} else {
 		med = (s[n/2-1] + s[n/2]) / 2
 	}
-	return Stat{N: len(s), Median: med, Max: s[len(s)-1], Min: s[0]}
+	return Stat{N: len(s), Median: med, Max: s[len(s)-1], Min: s[0], Samples: slices.Clone(xs)}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
