@@ -118,13 +118,13 @@ func runHerdOn(t *testing.T, newStore func() *delayedStore, n, reps int, legacy 
 			nx, from := c.handOver(tn)
 			mu.Lock()
 			drawing = false
-			n := 0
+			narrow := 0
 			for _, h := range drew {
 				if h <= 2*(leaderelection.DefaultExpectedCandidates-1) {
-					n++
+					narrow++
 				}
 			}
-			res.atDefault = append(res.atDefault, n)
+			res.atDefault = append(res.atDefault, narrow)
 			clear(drew)
 			mu.Unlock()
 			time.Sleep(herdTerm / 8)

@@ -19,9 +19,8 @@ import (
 // delayedStore is a memory.Decider behind a network with a fixed one-way delay
 // on every request, reply and pushed change, as the benchmark models a store,
 // and with noise a random one added (in a synctest bubble the delays are
-// virtual, and exact). It logs every
-// request, so that tests can count the writes of an election and time the
-// reads of waiting candidates.
+// virtual, and exact). It logs every request, so that tests can count the
+// writes of an election and time the reads of waiting candidates.
 type delayedStore struct {
 	mem  *memory.Decider
 	leg  time.Duration // one way: a request's round trip is 2 x leg
@@ -115,6 +114,7 @@ type storeNoise struct {
 	jitter, push time.Duration
 }
 
+// noiseSource draws one candidate's delays of one kind.
 type noiseSource struct {
 	mu   sync.Mutex
 	r    *rand.Rand
