@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -88,8 +87,7 @@ func statOf(xs []float64) Stat {
 	if len(xs) == 0 {
 		return Stat{}
 	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
+	s := slices.Sorted(slices.Values(xs))
 	var med float64
 	if n := len(s); n%2 == 1 {
 		med = s[n/2]

@@ -57,19 +57,19 @@ spawned_alive() {
 # running whatever running_pid would make of it.
 give_up() {
 	local pid
-	if pid=$(spawned_alive "$1"); then
-		say "$3 (pid $pid) runs but did not answer in time; its log:"
-		tail -n 30 "$2" >&2 || true
-		kill "$pid" 2>/dev/null || true
-		for _ in $(seq 1 50); do
-			spawned_alive "$1" >/dev/null || return 0
-			sleep 0.1
-		done
-		kill -9 "$pid" 2>/dev/null || true
-	else
+	if ! pid=$(spawned_alive "$1"); then
 		say "$3 exited before it answered; its log:"
 		tail -n 30 "$2" >&2 || true
+		return 0
 	fi
+	say "$3 (pid $pid) runs but did not answer in time; its log:"
+	tail -n 30 "$2" >&2 || true
+	kill "$pid" 2>/dev/null || true
+	for _ in $(seq 1 50); do
+		spawned_alive "$1" >/dev/null || return 0
+		sleep 0.1
+	done
+	kill -9 "$pid" 2>/dev/null || true
 }
 
 # await_started TRIES INTERVAL [DETAIL] waits, once the server has been
