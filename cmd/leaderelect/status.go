@@ -196,7 +196,10 @@ func statusMain(args []string, stdout, stderr io.Writer) outcome {
 	}
 	row(label, "%s", rec.LeaderID)
 	row("fencing token", "%d (term)", rec.Term)
-	row("election", "%d (writes so far: %d)", rec.ElectionNumber, rec.ElectionNumber+1)
+	// The numbering starts from the record's creation time, so the number
+	// counts nothing by itself; less the term (the tenure's first write's
+	// number) it counts the tenure's writes.
+	row("election", "%d (write %d of this tenure)", rec.ElectionNumber, rec.ElectionNumber-rec.Term+1)
 	if !rec.Released {
 		row("term expiry", "%s (%s)", rec.TermExpiry.Local().Format(time.RFC3339Nano), relative(rec.TermExpiry.Sub(now)))
 	}
@@ -283,7 +286,7 @@ func watchMain(args []string, stdout, stderr io.Writer) outcome {
 
 func changeLine(now time.Time, c leaderelection.Change) string {
 	e := c.Entry
-	line := fmt.Sprintf("%s  %-8s  term %-4d leader %s", now.Local().Format("2006-01-02T15:04:05.000Z07:00"), c.Kind, e.Term, e.LeaderID)
+	line := fmt.Sprintf("%s  %-8s  term %d  leader %s", now.Local().Format("2006-01-02T15:04:05.000Z07:00"), c.Kind, e.Term, e.LeaderID)
 	switch c.Kind {
 	case leaderelection.LeaderElected, leaderelection.TermExtended:
 		line += fmt.Sprintf("  until %s (%s)", e.TermExpiry.Local().Format("15:04:05.000"), relative(e.TermExpiry.Sub(now)))

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,5 +65,35 @@ func TestStatusEstimatesLeaderClock(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if o := dispatch([]string{"status", "--store", "file://" + path, "--term", "0s"}, &stdout, &stderr); o.code != exitUsage || !strings.Contains(stderr.String(), "--term (0s) must be positive") {
 		t.Errorf("--term 0s: %+v, stderr %q", o, &stderr)
+	}
+}
+
+// status counts the tenure's writes from the record's numbers: the
+// election number rises by one per write from the tenure's first (the term).
+func TestStatusCountsTheTenuresWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "record")
+	d, err := file.NewDecider(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const first = 1795764704372537 // numbered from a clock, as the engine does
+	for i, released := range []bool{false, false, true} {
+		cur, err := d.ReadCurrent(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &entry.RaceEntry{ElectionNumber: first + int64(i), Term: first, LeaderID: "a",
+			TermExpiry: time.Now().Add(time.Minute), Released: released, WriteID: "w", Token: cur.Token}
+		if _, err := d.WriteEntry(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr bytes.Buffer
+		if o := dispatch([]string{"status", "--store", "file://" + path}, &stdout, &stderr); o.code != 0 {
+			t.Fatalf("status: %+v\n%s", o, &stderr)
+		}
+		want := fmt.Sprintf("%d (write %d of this tenure)", first+int64(i), i+1)
+		if got := stdout.String(); !strings.Contains(got, want) {
+			t.Errorf("status lacks %q:\n%s", want, got)
+		}
 	}
 }
