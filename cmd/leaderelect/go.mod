@@ -15,7 +15,7 @@ require (
 	github.com/racedecider/leaderelection/dynamodb v0.0.0
 	github.com/racedecider/leaderelection/kube v0.0.0
 	github.com/racedecider/leaderelection/postgres v0.0.0
-	golang.org/x/sys v0.49.0
+	golang.org/x/sys v0.50.0
 )
 
 require (
