@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/racedecider/leaderelection/internal/redact"
 )
 
 // URLOpener opens a RaceDecider for URLs of one scheme. A backend package
@@ -122,15 +124,21 @@ var ErrBadURL = errors.New("bad store URL")
 //
 // An unknown scheme, or a query parameter the scheme does not accept, is an
 // error wrapping ErrBadURL that lists what is accepted. Whether the store
-// can be reached is not checked: the first ReadCurrent tells.
+// can be reached is not checked: the first ReadCurrent tells. Errors show the
+// URL with its password, and query parameters named like one, as xxxxx.
 func OpenDecider(ctx context.Context, rawURL string) (RaceDecider, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("leaderelection: OpenDecider: %w: %w", ErrBadURL, err)
+		// A *url.Error quotes the whole URL, password included: keep
+		// only why it does not parse.
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("leaderelection: OpenDecider(%q): %w: %w", redact.URL(rawURL), ErrBadURL, err)
 	}
 	d, err := openURL(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("leaderelection: OpenDecider(%q): %w", u.Redacted(), err)
+		return nil, fmt.Errorf("leaderelection: OpenDecider(%q): %w", redact.URL(rawURL), err)
 	}
 	return d, nil
 }

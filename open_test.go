@@ -85,11 +85,17 @@ func TestOpenDeciderErrors(t *testing.T) {
 		{"file://" + dir + "/", []string{"names a directory"}, true},
 		{"file://" + dir + "/missing/record", []string{"no such file or directory"}, false},
 		{"mem://x\x7f", []string{"invalid control character"}, true},
+		// Passwords stay out of errors, whether the URL parses or not.
+		{"mem://u:s3cret@x?password=s3cret", []string{`"mem://u:xxxxx@x?password=xxxxx"`, "unknown query parameter password"}, true},
+		{"mem://u:s3 cret@x", []string{`"mem://(not shown: it does not parse)"`, "invalid userinfo"}, true},
 	} {
 		_, err := leaderelection.OpenDecider(t.Context(), tc.url)
 		if err == nil {
 			t.Errorf("OpenDecider(%q) succeeded", tc.url)
 			continue
+		}
+		if strings.Contains(err.Error(), "cret") {
+			t.Errorf("OpenDecider(%q) error %q shows the password", tc.url, err)
 		}
 		for _, w := range tc.want {
 			if !strings.Contains(err.Error(), w) {

@@ -90,6 +90,16 @@ func TestCommandLine(t *testing.T) {
 		{name: "bad environment value", args: []string{"status", "--store", record}, env: map[string]string{"LEADERELECT_JSON": "maybe"},
 			code: exitUsage, stderr: []string{`LEADERELECT_JSON="maybe"`}},
 		{name: "demo candidates", args: []string{"demo", "--candidates=1"}, code: exitUsage, stderr: []string{"--candidates (1)"}},
+		// A password in the store URL is shown as xxxxx (and the loop
+		// below checks that no output shows it).
+		{name: "password in the output", args: []string{"status", "--store", "refusing://u:s3cret@x"},
+			stdout: []string{"refusing://u:xxxxx@x"}},
+		{name: "password in the JSON", args: []string{"status", "--json", "--store", "refusing://u:s3cret@x"},
+			stdout: []string{`"store": "refusing://u:xxxxx@x"`}},
+		{name: "password in an error", args: []string{"status", "--store", "postgres://u:s3cret@127.0.0.1:1/x?table=t&election=e&password=s3cret"},
+			code: exitFailed, stderr: []string{"at postgres://u:xxxxx@127.0.0.1:1/x?table=t&election=e&password=xxxxx: ", "connection refused"}},
+		{name: "password in a URL that does not parse", args: []string{"status", "--store", "postgres://u:s3 cret@h/x"},
+			code: exitUsage, stderr: []string{"postgres://(not shown: it does not parse)", "invalid userinfo"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
@@ -99,6 +109,9 @@ func TestCommandLine(t *testing.T) {
 			o := dispatch(tc.args, &stdout, &stderr)
 			if o.code != tc.code || o.signal != 0 {
 				t.Errorf("exit %+v, want code %d\nstdout:\n%s\nstderr:\n%s", o, tc.code, &stdout, &stderr)
+			}
+			if out := stdout.String() + stderr.String(); strings.Contains(out, "cret") {
+				t.Errorf("the output shows a password:\n%s", out)
 			}
 			for _, w := range tc.stdout {
 				if !strings.Contains(stdout.String(), w) {

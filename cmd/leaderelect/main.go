@@ -16,6 +16,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/redact"
 )
 
 // Exit codes. run also exits with its command's status; see the package
@@ -301,7 +302,7 @@ func openStore(fs *flagSet, rawURL string, timeout time.Duration) (leaderelectio
 		if ctx.Err() != nil {
 			err = fmt.Errorf("no answer within %v: %w", timeout, err)
 		}
-		return nil, nil, fs.failed("cannot read the election record at %s: %v", rawURL, err), false
+		return nil, nil, fs.failed("cannot read the election record at %s: %v", redact.URL(rawURL), err), false
 	}
 	return d, rec, outcome{}, true
 }

@@ -19,6 +19,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/redact"
 )
 
 const runDescription = `
@@ -112,7 +113,7 @@ func runMain(args []string, stdout, stderr io.Writer) outcome {
 	}
 	r := &runner{
 		fs:        fs,
-		store:     *store,
+		store:     redact.URL(*store),
 		decider:   d,
 		argv:      argv,
 		id:        *id,
@@ -146,7 +147,7 @@ func defaultID() string {
 // runner is one leaderelect run.
 type runner struct {
 	fs                *flagSet
-	store             string // its URL
+	store             string // its URL, for messages (passwords redacted)
 	decider           leaderelection.RaceDecider
 	argv              []string
 	id                string

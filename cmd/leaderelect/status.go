@@ -14,6 +14,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/redact"
 )
 
 const statusDescription = `
@@ -158,7 +159,7 @@ func statusMain(args []string, stdout, stderr io.Writer) outcome {
 	now := time.Now()
 	if *asJSON {
 		j := toJSON(rec, now)
-		j.Store, j.State = *store, state(rec, now)
+		j.Store, j.State = redact.URL(*store), state(rec, now)
 		if off, ok := leaderOffset(rec, *term); ok {
 			secs := off.Seconds()
 			j.LeaderClockOffsetSeconds = &secs
@@ -172,7 +173,7 @@ func statusMain(args []string, stdout, stderr io.Writer) outcome {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }
-	row("store", "%s", *store)
+	row("store", "%s", redact.URL(*store))
 	st := state(rec, now)
 	switch st {
 	case "none":
@@ -279,7 +280,7 @@ func watchMain(args []string, stdout, stderr io.Writer) outcome {
 		return fs.failed("writing output: %v", werr)
 	}
 	if sigCtx.Err() == nil {
-		return fs.failed("watching the store %s: %v", *store, err)
+		return fs.failed("watching the store %s: %v", redact.URL(*store), err)
 	}
 	return outcome{}
 }

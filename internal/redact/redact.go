@@ -1,0 +1,56 @@
+// Package redact keeps secrets out of the store URLs that errors and command
+// output show: a PostgreSQL URL may carry a password in its user information
+// or as a query parameter.
+package redact
+
+import (
+	"net/url"
+	"strings"
+)
+
+// URL returns rawURL with its password and the values of its query
+// parameters that carry secrets replaced by "xxxxx", the rest as given. A
+// URL that does not parse, or whose user information is not where a URL
+// keeps it, is shown as its scheme alone, since where its secrets are cannot
+// be told.
+func URL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		if scheme, _, ok := strings.Cut(rawURL, "://"); ok && !strings.ContainsAny(scheme, "@:/?") {
+			return scheme + "://(not shown: it does not parse)"
+		}
+		return "(not shown: it does not parse)"
+	}
+	if strings.Contains(u.Opaque, "@") {
+		// A scheme without "//" (postgres:app:pw@db): what looks like
+		// user information is not parsed as such.
+		return u.Scheme + ":(not shown: user information without //)"
+	}
+	if u.RawQuery != "" {
+		// In place, so that the parameters keep their order and encoding.
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			k, _, ok := strings.Cut(p, "=")
+			if ok && secret(k) {
+				parts[i] = k + "=xxxxx"
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	return u.Redacted()
+}
+
+// secret reports a query parameter whose value is a credential: libpq's
+// password and sslpassword, and any other name that says so.
+func secret(key string) bool {
+	if k, err := url.QueryUnescape(key); err == nil {
+		key = k
+	}
+	key = strings.ToLower(key)
+	for _, s := range []string{"password", "secret", "token", "sig"} {
+		if strings.Contains(key, s) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,32 @@
+package redact
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestURL(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"file:///var/lib/job/leader", "file:///var/lib/job/leader"},
+		{"s3://bucket/key?region=eu-west-1&path_style=true", "s3://bucket/key?region=eu-west-1&path_style=true"},
+		{"postgres://app:s3cret@db:5432/app?table=t&election=e", "postgres://app:xxxxx@db:5432/app?table=t&election=e"},
+		{"postgres://app@db/app?table=t&password=s3cret&election=e&sslpassword=k3y", "postgres://app@db/app?table=t&password=xxxxx&election=e&sslpassword=xxxxx"},
+		{"postgres://app@db/app?PassWord=s3cret", "postgres://app@db/app?PassWord=xxxxx"},
+		{"postgres://app@db/app?pass%77ord=s3cret", "postgres://app@db/app?pass%77ord=xxxxx"},
+		{"azblob://c/b?sig=s3cret", "azblob://c/b?sig=xxxxx"},
+		{"postgres://app:s3 cret@db/app", "postgres://(not shown: it does not parse)"},
+		{"postgres://app:s3cret@db:54a/app", "postgres://(not shown: it does not parse)"},
+		{"postgres:app:s3cret@db/app", "postgres:(not shown: user information without //)"},
+		{"app:s3cret@db:54a/app%zz", "app:(not shown: user information without //)"},
+		{":s3cret@db", "(not shown: it does not parse)"},
+		{"file:record", "file:record"},
+	} {
+		got := URL(c.in)
+		if got != c.want {
+			t.Errorf("URL(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if strings.Contains(got, "s3cret") || strings.Contains(got, "k3y") {
+			t.Errorf("URL(%q) = %q shows a secret", c.in, got)
+		}
+	}
+}
