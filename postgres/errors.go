@@ -50,3 +50,19 @@ func errorClass(err error) error {
 	}
 	return nil
 }
+
+// fix says what a refusal needs from whoever set the election up, where the
+// server's message names the problem but not the remedy.
+func fix(err error) string {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return ""
+	}
+	switch pe.Code {
+	case "42P01", "3F000":
+		return " (create the table with CreateTable, or the CREATE TABLE in the package documentation)"
+	case "42501":
+		return " (the role needs SELECT, INSERT and UPDATE on the table)"
+	}
+	return ""
+}

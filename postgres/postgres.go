@@ -331,7 +331,7 @@ func (d *Decider) fail(ctx, opCtx context.Context, what string, err error, write
 		return fmt.Errorf("postgres: %s: no answer within %s (see WithTimeout): %w", what, d.timeout, err)
 	}
 	if class := errorClass(err); class != nil {
-		return fmt.Errorf("postgres: %s: %w: %w", what, class, err)
+		return fmt.Errorf("postgres: %s: %w: %w%s", what, class, err, fix(err))
 	}
 	if write {
 		return fmt.Errorf("postgres: %s: outcome unknown: %w", what, err)

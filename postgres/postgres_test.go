@@ -56,8 +56,8 @@ func TestMissingTable(t *testing.T) {
 	for _, table := range []string{freshName("le_missing"), freshName("le_missing_schema") + ".elections"} {
 		d := newDecider(t, pool, table, "e")
 		_, err := d.ReadCurrent(t.Context())
-		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), d.String()) {
-			t.Errorf("ReadCurrent on missing table %s: %v; want ErrRefused naming %s", table, err, d.String())
+		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), d.String()) || !strings.Contains(err.Error(), "create the table with CreateTable") {
+			t.Errorf("ReadCurrent on missing table %s: %v; want ErrRefused naming %s and saying how to create it", table, err, d.String())
 		}
 		_, err = d.WriteEntry(t.Context(), faultproxy.Record(0, "w0", entry.LeaderToken{}))
 		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), d.String()) {
@@ -78,8 +78,8 @@ func TestPermissionDenied(t *testing.T) {
 	d := newDecider(t, newPool(t, withUser(t, dsn, user, pw), 0), table, "e")
 	tok := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 	_, err := d.WriteEntry(t.Context(), faultproxy.Record(1, "w1", tok))
-	if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "42501") {
-		t.Errorf("UPDATE without the privilege: %v; want ErrRefused with SQLSTATE 42501", err)
+	if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "42501") || !strings.Contains(err.Error(), "needs SELECT, INSERT and UPDATE") {
+		t.Errorf("UPDATE without the privilege: %v; want ErrRefused with SQLSTATE 42501, naming the privileges", err)
 	}
 	if got := faultproxy.MustRead(t, d); got.WriteID != "w0" {
 		t.Errorf("refused write changed the row: %+v", got)

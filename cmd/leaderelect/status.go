@@ -106,7 +106,10 @@ func leaderOffset(rec *entry.RaceEntry, term time.Duration) (time.Duration, bool
 }
 
 // offsetText describes a store-less-leader offset for people, with a warning
-// when it is more than half of skew.
+// when it is more than half of skew. Such an offset may as well be a --term
+// that is not the candidates': the warning says what term the write asked
+// for by the store's clock (the offset less the term), which tells the two
+// apart.
 func offsetText(off, skew, term time.Duration) string {
 	var text string
 	switch {
@@ -119,7 +122,7 @@ func offsetText(off, skew, term time.Duration) string {
 	}
 	text = fmt.Sprintf("about %s (from its last write, if its term is --term %s)", text, term)
 	if skew > 0 && 2*max(off, -off) > skew {
-		text += "; more than half of --skew: check its time sync"
+		text += fmt.Sprintf("; more than half of --skew: check its time sync, or give status the candidates' --term (by the store's clock, its write asked for a term of %s)", durationText(term-off))
 	}
 	return text
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,8 @@ func TestStatusEstimatesLeaderClock(t *testing.T) {
 		}
 		if got := stdout.String(); !strings.Contains(got, "s ahead of the store's (from its last write, if its term is --term 10s); more than half of --skew") {
 			t.Errorf("status lacks the leader's clock line:\n%s", got)
+		} else if !regexp.MustCompile(`its write asked for a term of 1(3\.00|2\.9\d)s\)`).MatchString(got) {
+			t.Errorf("status does not say the term the write asked for (13 s by the store's clock):\n%s", got)
 		}
 	}
 	var stdout, stderr bytes.Buffer
