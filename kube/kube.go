@@ -89,6 +89,10 @@ func (d *Decider) Namespace() string { return d.namespace }
 // Name returns the name of the Lease.
 func (d *Decider) Name() string { return d.lease }
 
+// String names the Lease as its URL does (k8s://NAMESPACE/NAME), for the
+// engine's errors, logs and metrics.
+func (d *Decider) String() string { return "k8s://" + d.namespace + "/" + d.lease }
+
 // Close stops the watch WaitForChange runs, if any; later WaitForChange
 // calls fail. ReadCurrent and WriteEntry keep working.
 func (d *Decider) Close() error {

@@ -49,6 +49,10 @@ func TestOpenDecider(t *testing.T) {
 	if !ok || kd.Namespace() != namespace || kd.Name() != name {
 		t.Fatalf("OpenDecider returned %#v", d)
 	}
+	// The engine names the store by it in errors, logs and metrics.
+	if got, want := kd.String(), "k8s://"+namespace+"/"+name; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
 	t.Cleanup(func() { _ = kd.Close() })
 	if e, err := d.ReadCurrent(t.Context()); err != nil || !e.Token.IsZero() {
 		t.Fatalf("ReadCurrent of a new election = %+v, %v", e, err)
