@@ -39,8 +39,9 @@ const (
 )
 
 // classify maps one answer of the API server to a request to its class,
-// with a short reason for the error message. It is the only place that
-// interprets the API server's status codes and reasons.
+// with a short reason for the error message, which goes on with the answer's
+// own message (err's): the reason does not repeat it. It is the only place
+// that interprets the API server's status codes and reasons.
 //
 // Only a Status the API server sent counts as an answer. client-go makes up
 // a Status for some failures that never reached the server or whose answer
@@ -79,7 +80,7 @@ func classify(err error, req request) (class, string) {
 			// an operator) changed it.
 			return raceLost, "the Lease conditioned on was deleted (404 NotFound)"
 		}
-		return refused, "404 NotFound: " + st.Message
+		return refused, "404 NotFound"
 	case code == http.StatusTooManyRequests:
 		// Priority and fairness rejected the request before it ran.
 		return throttled, "the API server asks to slow down (429 TooManyRequests)"
@@ -87,13 +88,13 @@ func classify(err error, req request) (class, string) {
 		return refused, "401 Unauthorized: the credentials are missing, wrong or expired"
 	case code == http.StatusForbidden:
 		// RBAC denial, or a namespace being terminated.
-		return refused, "403 Forbidden: " + st.Message
+		return refused, "403 Forbidden"
 	case code == http.StatusGone:
 		return unknown, "410 Gone"
 	case code >= 400 && code < 500 && code != http.StatusRequestTimeout:
 		// 400 BadRequest, 405 MethodNotAllowed, 422 Invalid, 415, ...: the
 		// same request would be refused again.
-		return refused, fmt.Sprintf("%d %s: %s", code, st.Reason, st.Message)
+		return refused, fmt.Sprintf("%d %s", code, st.Reason)
 	}
 	return unknown, ""
 }

@@ -88,10 +88,13 @@ func TestMissingNamespace(t *testing.T) {
 func TestForbidden(t *testing.T) {
 	cfg := restConfig(t, envKubeconfigNobody)
 	d := newDecider(t, cfg, freshLease())
-	if _, err := d.ReadCurrent(t.Context()); !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "403") {
+	_, err := d.ReadCurrent(t.Context())
+	if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "403") {
 		t.Errorf("ReadCurrent without RBAC rights: %v; want entry.ErrRefused (403)", err)
+	} else if strings.Count(err.Error(), "forbidden") != 1 {
+		t.Errorf("ReadCurrent without RBAC rights: %v; want the server's message once", err)
 	}
-	_, err := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w", TermExpiry: time.Now().Add(time.Minute)})
+	_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w", TermExpiry: time.Now().Add(time.Minute)})
 	if !errors.Is(err, entry.ErrRefused) {
 		t.Errorf("WriteEntry without RBAC rights: %v; want entry.ErrRefused", err)
 	}
