@@ -15,6 +15,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/racedecider/leaderelection/entry"
@@ -462,4 +464,36 @@ func TestHangingServer(t *testing.T) {
 			cancel()
 		}
 	})
+}
+
+// TestNoCredentials: on a host without an instance role, the SDK's default
+// credentials come from the EC2 instance metadata service, which answers 403
+// (or 404) inside the S3 operation. That is not the store's answer: the
+// error says there are no credentials, as a refusal, and the store is never
+// asked.
+func TestNoCredentials(t *testing.T) {
+	store := newCannedServer(t, canned{status: 200})
+	for _, status := range []int{403, 404} {
+		metadata := newCannedServer(t, canned{status: status})
+		c := s3.New(s3.Options{
+			Region:       "us-east-1",
+			BaseEndpoint: aws.String(store.url),
+			UsePathStyle: true,
+			Credentials: aws.NewCredentialsCache(ec2rolecreds.New(func(o *ec2rolecreds.Options) {
+				o.Client = imds.New(imds.Options{Endpoint: metadata.url, Retryer: aws.NopRetryer{}})
+			})),
+			Retryer: aws.NopRetryer{},
+		})
+		d, err := les3.NewDecider(c, "bucket", "key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.ReadCurrent(t.Context())
+		if want := fmt.Sprintf("no AWS credentials: ec2imds answered %d", status); !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), want) {
+			t.Errorf("metadata service answering %d: %v; want a refusal saying %q", status, err, want)
+		}
+	}
+	if n := len(store.hosts()); n != 0 {
+		t.Errorf("the store was asked %d times", n)
+	}
 }
