@@ -14,6 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	ledynamodb "github.com/racedecider/leaderelection/dynamodb"
 	"github.com/racedecider/leaderelection/entry"
 )
@@ -274,4 +279,39 @@ func TestHangingServer(t *testing.T) {
 			cancel()
 		}
 	})
+}
+
+// TestNoCredentials: on a host without an instance role, the SDK's default
+// credentials come from the EC2 instance metadata service, which answers 403
+// (or 404) inside the DynamoDB operation. No request reaches DynamoDB, and
+// the error is a refusal saying there are no credentials, for reads and
+// writes alike.
+func TestNoCredentials(t *testing.T) {
+	for _, status := range []int{403, 404} {
+		metadata := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(status) }))
+		t.Cleanup(metadata.Close)
+		store := newCannedServer(t, canned{status: 200})
+		c := ddb.New(ddb.Options{
+			Region:       "us-east-1",
+			BaseEndpoint: aws.String(store.url),
+			Credentials: aws.NewCredentialsCache(ec2rolecreds.New(func(o *ec2rolecreds.Options) {
+				o.Client = imds.New(imds.Options{Endpoint: metadata.URL, Retryer: aws.NopRetryer{}})
+			})),
+		})
+		d, err := ledynamodb.NewDecider(c, "elections", "key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("no AWS credentials: ec2imds answered %d", status)
+		if _, err := d.ReadCurrent(t.Context()); !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadCurrent, metadata service answering %d: %v; want a refusal saying %q", status, err, want)
+		}
+		_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, Term: 1, LeaderID: "a", WriteID: "w"})
+		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), want) {
+			t.Errorf("WriteEntry, metadata service answering %d: %v; want a refusal saying %q", status, err, want)
+		}
+		if n := len(store.requests()); n != 0 {
+			t.Errorf("DynamoDB was asked %d times", n)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/awscreds"
 )
 
 // classify maps an error from a DynamoDB call to the class the engine acts
@@ -13,6 +14,14 @@ import (
 // an unknown outcome. It is the one place where DynamoDB's answers are
 // interpreted. Every class but nil means the request was not applied.
 func classify(err error) error {
+	if refusal, fromProvider := awscreds.Answer(err, "DynamoDB"); fromProvider {
+		// Not DynamoDB's answer, but the credential provider's: no
+		// request was sent.
+		if refusal != "" {
+			return entry.ErrRefused
+		}
+		return nil
+	}
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {
 		// No answer from DynamoDB: a timeout, a reset, a cancelled call.

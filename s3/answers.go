@@ -9,6 +9,8 @@ import (
 
 	smithy "github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/racedecider/leaderelection/internal/awscreds"
 )
 
 // class is what one S3 answer means for the election: the four classes of
@@ -57,14 +59,10 @@ func classify(err error, req request) (class, string) {
 		return unknown, "" // no answer: timeout, reset, refused connection, ...
 	}
 	status := re.HTTPStatusCode()
-	if svc := answeredBy(err); svc != "S3" {
-		// The SDK fetches credentials within the operation, and this
-		// answer came from their provider (the EC2 instance metadata
-		// service, STS, SSO), not from the store: a 4xx there means
-		// there are no credentials to be had, which waiting will not
-		// change.
-		if status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests {
-			return refused, fmt.Sprintf("no AWS credentials: %s answered %d", svc, status)
+	if refusal, fromProvider := awscreds.Answer(err, "S3"); fromProvider {
+		// Not the store's answer, but the credential provider's.
+		if refusal != "" {
+			return refused, refusal
 		}
 		return unknown, ""
 	}
@@ -131,22 +129,6 @@ func classify(err error, req request) (class, string) {
 		return refused, statusAndCode(status, code, noBody)
 	}
 	return unknown, ""
-}
-
-// answeredBy names the service whose operation received err's HTTP answer:
-// the innermost operation error around the response error, "S3" for the
-// store's own answers.
-func answeredBy(err error) string {
-	svc := "S3"
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		switch e := e.(type) {
-		case *smithy.OperationError:
-			svc = e.ServiceID
-		case *smithyhttp.ResponseError:
-			return svc
-		}
-	}
-	return svc
 }
 
 func statusAndCode(status int, code string, noBody bool) string {

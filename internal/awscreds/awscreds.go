@@ -1,0 +1,43 @@
+// Package awscreds tells the AWS SDK's errors whose HTTP answer came from a
+// credential provider apart from those the store's service gave: the SDK
+// fetches credentials within each operation, so that the instance metadata
+// service's 403 on a host without a role reaches the caller as the
+// operation's error, just as the store's own 403 would.
+package awscreds
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	smithy "github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// Answer reports whether err's HTTP answer came from a service other than
+// service (the store's ServiceID, such as "S3"): a credential provider, such
+// as the EC2 instance metadata service, STS or SSO. If so, refusal says why
+// there are no credentials when that answer was a 4xx other than 408 and
+// 429, which waiting will not change; it is empty for an answer that may
+// pass.
+func Answer(err error, service string) (refusal string, fromProvider bool) {
+	answeredBy := service
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		switch e := e.(type) {
+		case *smithy.OperationError:
+			// The innermost operation around the answer is the one
+			// that received it.
+			answeredBy = e.ServiceID
+		case *smithyhttp.ResponseError:
+			if answeredBy == service {
+				return "", false
+			}
+			status := e.HTTPStatusCode()
+			if status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests {
+				return fmt.Sprintf("no AWS credentials: %s answered %d", answeredBy, status), true
+			}
+			return "", true
+		}
+	}
+	return "", false
+}
