@@ -38,6 +38,13 @@ func TestOpenDeciderMemorySharesByName(t *testing.T) {
 	if _, ok := a.(*memory.Decider); !ok {
 		t.Fatalf("mem:// opened a %T", a)
 	}
+	// The engine names the store by its String in errors, logs and metrics.
+	if got, want := fmt.Sprint(a), fmt.Sprintf("mem://open-test-shared-%d", n); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if got := fmt.Sprint(memory.NewDecider()); got != "memory" {
+		t.Errorf("NewDecider().String() = %q, want memory", got)
+	}
 	e := &entry.RaceEntry{LeaderID: "x", WriteID: "w"}
 	if _, err := a.WriteEntry(ctx, e); err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ func Example() {
 		},
 	}.Acquire(ctx)
 	// Output:
-	// leaderelection_is_leader{election="*memory.Decider"} 1
-	// leaderelection_leader_info{election="*memory.Decider",leader_id="worker-1"} 1
-	// leaderelection_transitions_total{election="*memory.Decider",reason="elected"} 1
+	// leaderelection_is_leader{election="memory"} 1
+	// leaderelection_leader_info{election="memory",leader_id="worker-1"} 1
+	// leaderelection_transitions_total{election="memory",reason="elected"} 1
 }

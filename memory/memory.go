@@ -27,13 +27,18 @@ type Decider struct {
 	commit  time.Time
 	// changed is closed and replaced on every write, waking every waiter.
 	changed chan struct{}
+	name    string
 }
 
 // NewDecider returns an empty Decider: reads report entry.NoElections until
 // the first write.
 func NewDecider() *Decider {
-	return &Decider{changed: make(chan struct{})}
+	return &Decider{changed: make(chan struct{}), name: "memory"}
 }
+
+// String names the Decider in the engine's errors, logs and metrics:
+// "mem://NAME" for one opened from that URL, else "memory".
+func (d *Decider) String() string { return d.name }
 
 // ReadCurrent implements leaderelection.RaceDecider.
 func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {

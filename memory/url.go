@@ -41,6 +41,7 @@ func openURL(_ context.Context, u *url.URL) (leaderelection.RaceDecider, error) 
 	d, ok := named.m[name]
 	if !ok {
 		d = NewDecider()
+		d.name = "mem://" + name
 		named.m[name] = d
 	}
 	return d, nil
