@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	mrand "math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,7 +44,7 @@ type Decider struct {
 	ownPool  bool // opened from a URL: Close closes it
 	table    pgx.Identifier
 	election string
-	name     string // for errors: postgres table "t" row "election"
+	name     string // for errors: postgres table "t" row "election" on host:port/db
 	channel  string
 	timeout  time.Duration
 	backoff  backoffConfig
@@ -88,11 +89,18 @@ func New(pool *pgxpool.Pool, table, election string, opts ...Option) (*Decider, 
 	case !utf8.ValidString(election) || strings.ContainsRune(election, 0):
 		errs = append(errs, fmt.Errorf("election name %q is not valid UTF-8 text without NUL bytes", election))
 	}
+	name := fmt.Sprintf("postgres table %s row %q", ident.Sanitize(), election)
+	if pool != nil {
+		// The server too, so that elections in two databases do not read
+		// alike in logs and metrics.
+		cc := pool.Config().ConnConfig
+		name += fmt.Sprintf(" on %s/%s", net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Database)
+	}
 	d := &Decider{
 		pool:     pool,
 		table:    ident,
 		election: election,
-		name:     fmt.Sprintf("postgres table %s row %q", ident.Sanitize(), election),
+		name:     name,
 		timeout:  DefaultTimeout,
 		backoff:  defaultBackoff,
 	}
@@ -185,8 +193,8 @@ func channelName(table pgx.Identifier, election string) string {
 	return "leaderelection_" + hex.EncodeToString(sum[:16])
 }
 
-// String returns the name errors use for the election's row:
-// postgres table "schema"."table" row "election".
+// String returns the name errors, logs and metrics use for the election's
+// row: postgres table "schema"."table" row "election" on HOST:PORT/DATABASE.
 func (d *Decider) String() string { return d.name }
 
 // CreateTable creates table, as documented in the package comment, unless it

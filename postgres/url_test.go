@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/url"
 	"strings"
@@ -64,6 +65,10 @@ func TestOpenDecider(t *testing.T) {
 		pd, ok := d.(*postgres.Decider)
 		if !ok {
 			t.Fatalf("OpenDecider returned a %T", d)
+		}
+		// Errors, logs and metrics name the server and database too.
+		if want := fmt.Sprintf("postgres table %q row %q on %s%s", table, election, u.Host, u.Path); pd.String() != want {
+			t.Errorf("String() = %q, want %q", pd.String(), want)
 		}
 		if _, err := pd.ReadCurrent(t.Context()); err != nil {
 			t.Errorf("ReadCurrent through %s: %v", scheme, err)
