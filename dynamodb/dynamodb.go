@@ -17,7 +17,6 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/racedecider/leaderelection/entry"
-	"github.com/racedecider/leaderelection/internal/awscreds"
 )
 
 // DefaultTimeout bounds each ReadCurrent and WriteEntry call, SDK retries
@@ -346,15 +345,12 @@ func (d *Decider) fail(ctx, opCtx context.Context, what string, err error, attem
 		return fmt.Errorf("dynamodb: %s: no answer within %s (see WithTimeout): %w", what, d.timeout, err)
 	}
 	class := classify(err)
-	noCredentials, _ := awscreds.Answer(err, "DynamoDB")
 	switch {
 	case class == nil:
 		return fmt.Errorf("dynamodb: %s: %w", what, err)
 	case attempts != nil && attempts.ambiguous.Load():
 		return fmt.Errorf("dynamodb: %s: outcome unknown: the SDK retried after an attempt that may have been applied (%d attempts): %w",
 			what, attempts.n.Load(), err)
-	case noCredentials != "":
-		return fmt.Errorf("dynamodb: %s: %w: %s: %w", what, class, noCredentials, err)
 	case errors.Is(class, entry.ErrRefused) && isMissingTable(err):
 		return fmt.Errorf("dynamodb: %s: %w: table %q does not exist in this account and region (create it first, see CreateTable): %w",
 			what, class, d.table, err)

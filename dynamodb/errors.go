@@ -2,6 +2,7 @@ package dynamodb
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/aws/smithy-go"
 
@@ -10,15 +11,16 @@ import (
 )
 
 // classify maps an error from a DynamoDB call to the class the engine acts
-// on: entry.ErrRaceLost, entry.ErrThrottled, entry.ErrRefused, or nil for
-// an unknown outcome. It is the one place where DynamoDB's answers are
-// interpreted. Every class but nil means the request was not applied.
+// on: entry.ErrRaceLost, entry.ErrThrottled, entry.ErrRefused (or an error
+// wrapping it that says why), or nil for an unknown outcome. It is the one
+// place where DynamoDB's answers are interpreted. Every class but nil means
+// the request was not applied.
 func classify(err error) error {
 	if refusal, fromProvider := awscreds.Answer(err, "DynamoDB"); fromProvider {
 		// Not DynamoDB's answer, but the credential provider's: no
-		// request was sent.
+		// request was sent. The class carries why.
 		if refusal != "" {
-			return entry.ErrRefused
+			return fmt.Errorf("%w: %s", entry.ErrRefused, refusal)
 		}
 		return nil
 	}

@@ -120,7 +120,7 @@ func TestClassifyServerStatuses(t *testing.T) {
 			t.Errorf("%s: classified %v (%s), want %v", c.name, got, reason, c.want)
 		}
 	}
-	d := &Decider{name: "lease ns/x"}
+	d := &Decider{name: "k8s://ns/x"}
 	ctx := context.Background()
 	if err := d.fail(ctx, "update", reqUpdate, apierrors.NewTooManyRequests("slow down", 1)); !errors.Is(err, entry.ErrThrottled) {
 		t.Errorf("429: %v does not wrap entry.ErrThrottled", err)

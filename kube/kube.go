@@ -31,7 +31,7 @@ type Decider struct {
 	leases    leaseAPI
 	namespace string
 	lease     string
-	name      string // "lease NAMESPACE/NAME", for errors
+	name      string // "k8s://NAMESPACE/NAME", for errors and String
 	backoff   backoffConfig
 
 	mu     sync.Mutex
@@ -64,7 +64,7 @@ func NewDecider(client kubernetes.Interface, namespace, name string) (*Decider, 
 		leases:    leasesOf(client, namespace),
 		namespace: namespace,
 		lease:     name,
-		name:      "lease " + namespace + "/" + name,
+		name:      "k8s://" + namespace + "/" + name,
 		backoff:   defaultBackoff,
 	}, nil
 }
@@ -91,7 +91,7 @@ func (d *Decider) Name() string { return d.lease }
 
 // String names the Lease as its URL does (k8s://NAMESPACE/NAME), for the
 // engine's errors, logs and metrics.
-func (d *Decider) String() string { return "k8s://" + d.namespace + "/" + d.lease }
+func (d *Decider) String() string { return d.name }
 
 // Close stops the watch WaitForChange runs, if any; later WaitForChange
 // calls fail. ReadCurrent and WriteEntry keep working.
