@@ -120,11 +120,19 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 		if !cd.Clock.SleepUntil(ctx, at) {
 			return nil, false, ctx.Err()
 		}
-		t0 = cd.Clock.Now()
+		now := cd.Clock.Now()
 		if next.Released {
 			// A release tells when it was sent (see committedAtMost).
-			next.TermExpiry = t0
+			next.TermExpiry = now
+		} else {
+			// The term counts from when the write is sent, as does the
+			// TimeView's monotonic end (sentAt + TermLength): were the
+			// expiry left as it was, that end would outlast it by the
+			// wait, and the monotonic guard against a wall clock stepped
+			// back would lag by as much.
+			next.TermExpiry = next.TermExpiry.Add(now.Sub(t0))
 		}
+		t0 = now
 	}
 	if !t0.Before(deadline) {
 		return nil, false, context.DeadlineExceeded

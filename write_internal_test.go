@@ -50,6 +50,44 @@ func TestWriteNotSentWhenTooLate(t *testing.T) {
 	}
 }
 
+// An extension that waits for the store's write interval (WriteSpacer) asks
+// for a term from when it is sent, after the wait: the stored expiry and the
+// TimeView's monotonic end (the send time plus TermLength) must be the same
+// instant, or the monotonic guard would outlast the term by the wait.
+func TestExtensionAfterASpacerWaitCountsFromTheSend(t *testing.T) {
+	const term, spacing = 4 * time.Second, time.Second
+	clock := fake.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := Config{Decider: &countingDecider{}, LeaderID: "a", TermLength: term, Clock: clock,
+		OnElected: func(context.Context, *TimeView) {}}
+	cd := &candidate{Config: c.withDefaults()}
+	cd.spacing = spacing
+	tok := entry.LeaderToken{Version: "1"}
+	cd.noteVersion(tok, clock.Now()) // the write that won the term, just now
+	now := clock.Now()
+	next := &entry.RaceEntry{ElectionNumber: 1, Term: 0, LeaderID: "a", TermExpiry: now.Add(term), Token: tok}
+
+	type result struct {
+		stored *entry.RaceEntry
+		mine   bool
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		stored, mine, err := cd.write(context.Background(), next, now.Add(term))
+		done <- result{stored, mine, err}
+	}()
+	clock.AwaitSleepers(1)
+	clock.Advance(spacing)
+	r := <-done
+	if r.err != nil || !r.mine {
+		t.Fatalf("write after the interval: mine = %v, err = %v", r.mine, r.err)
+	}
+	if want := now.Add(spacing + term); !r.stored.TermExpiry.Equal(want) || !cd.sentAt.Add(term).Equal(want) {
+		t.Errorf("stored expiry %v, send time + TermLength %v; want both %v (a term from the send, after the wait)",
+			r.stored.TermExpiry, cd.sentAt.Add(term), want)
+	}
+}
+
 // The herd window grows with the expected number of candidates and with the
 // store's round trip (the shortest of the last 8), within a share of the term.
 func TestHerdJitter(t *testing.T) {
