@@ -259,15 +259,18 @@ func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, gri
 	} else if takeover := rec.TermExpiry.Add(w.MaxClockSkew); exists && !rec.Released && now.Before(takeover) && wt.n == nil {
 		until = minTime(until, takeover)
 	}
-	pushed, quiet, err := wt.wait(ctx, rec.Token, until)
+	// A wait the channel vouches for is read after all: where it is up to
+	// the term's end, only a read tells a term that ran out from one whose
+	// extensions a deaf channel (a listener behind a pooler that drops
+	// notifications, a connection dead but not yet found so) failed to
+	// bring, and reporting an expiry is reporting the leader gone. It costs
+	// a read per term that ends unextended; otherwise the push comes first.
+	pushed, _, err := wt.wait(ctx, rec.Token, until)
 	switch {
 	case err != nil:
 		return nil, err
 	case pushed != nil:
 		return pushed, nil
-	case quiet && live && until.Equal(rec.TermExpiry):
-		// The term ran out with no push: nothing changed, no read needed.
-		return rec, nil
 	}
 	return w.read(ctx, h, r)
 }

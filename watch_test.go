@@ -175,6 +175,36 @@ func TestWatchSeesRecordRecreated(t *testing.T) {
 	})
 }
 
+// TestWatchDeafNotifierReadsBeforeAnExpiry checks that a push channel that
+// vouches for quiet while delivering nothing (a listener behind a pooler that
+// drops notifications) cannot make the watcher report a live leader's term
+// expired: it reads before saying so.
+func TestWatchDeafNotifierReadsBeforeAnExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := newMonitor(t)
+		stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+		next(m)
+		w, stopWatch := startWatch(t, leaderelection.WatchConfig{Decider: deafPush{mem}, MaxClockSkew: skew})
+		time.Sleep(3 * term)
+		synctest.Wait()
+		if got := w.String(); strings.Contains(got, "expired") || !strings.Contains(got, "extended a 0") {
+			t.Errorf("with a deaf notifier the watcher reported %q; want extensions and no expiry", got)
+		}
+		stopWatch()
+		stopA()
+	})
+}
+
+// deafPush claims to push changes but delivers none: every wait runs to its
+// deadline, which vouches that nothing changed.
+type deafPush struct{ leaderelection.RaceDecider }
+
+func (deafPush) WaitForChange(ctx context.Context, _ entry.LeaderToken) (*entry.RaceEntry, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
 // brokenPush claims to push changes but its notifications always fail.
 type brokenPush struct{ leaderelection.RaceDecider }
 
