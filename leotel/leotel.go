@@ -176,7 +176,9 @@ func (o *Observer) Observe(e leaderelection.Event) {
 	case leaderelection.EventClockWarning:
 		o.clockWarnings.Add(ctx, 1, metric.WithAttributes(el))
 	case leaderelection.EventStopped:
-		o.update(e.Election, func(s *state) { s.leading, s.leadingKnown = false, true })
+		// A process that no longer campaigns no longer follows the
+		// election: the leader it last saw may be long gone.
+		o.update(e.Election, func(s *state) { s.leading, s.leadingKnown, s.leader = false, true, "" })
 	}
 }
 

@@ -195,6 +195,16 @@ func TestElectionMetrics(t *testing.T) {
 		w.want(t, "leaderelection.leader", eq(1), "one current leader")
 		w.want(t, "leaderelection.leader", eq(1), "1", "leader_id", third.ID)
 
+		// A candidate that stops campaigning no longer shows a leader.
+		start("d")
+		time.Sleep(term)
+		synctest.Wait()
+		procs["d"].want(t, "leaderelection.leader", eq(1), "1", "leader_id", third.ID)
+		cands["d"].Stop(t)
+		if v, ok := procs["d"].value(t, "leaderelection.leader"); ok {
+			t.Errorf("d: leaderelection.leader = %v after it stopped, want no series", v)
+		}
+
 		r := newProcess(t, "r")
 		err := leaderelection.Config{
 			Decider: refusing{memory.NewDecider()}, LeaderID: "r", TermLength: term, MaxClockSkew: skew,
@@ -208,7 +218,7 @@ func TestElectionMetrics(t *testing.T) {
 
 		access[second.ID].Cut(false)
 		for id, c := range cands {
-			if id != "a" {
+			if id != "a" && id != "d" {
 				c.Stop(t)
 			}
 		}

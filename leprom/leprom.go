@@ -148,7 +148,10 @@ func (o *Observer) Observe(e leaderelection.Event) {
 	case leaderelection.EventClockWarning:
 		o.clockWarnings.WithLabelValues(el).Inc()
 	case leaderelection.EventStopped:
+		// A process that no longer campaigns no longer follows the
+		// election: the leader it last saw may be long gone.
 		o.isLeader.WithLabelValues(el).Set(0)
+		o.setLeader(el, "")
 	}
 }
 

@@ -191,6 +191,18 @@ func TestElectionMetrics(t *testing.T) {
 			t.Errorf("watcher: leader_info for %v, want %s alone", ids, third.ID)
 		}
 
+		// A candidate that stops campaigning no longer shows a leader.
+		start("d")
+		time.Sleep(term)
+		synctest.Wait()
+		if ids := leaders(t, regs["d"]); len(ids) != 1 || ids[0] != third.ID {
+			t.Errorf("d: leader_info for %v, want %s alone", ids, third.ID)
+		}
+		cands["d"].Stop(t)
+		if ids := leaders(t, regs["d"]); len(ids) != 0 {
+			t.Errorf("d: leader_info for %v after it stopped, want none", ids)
+		}
+
 		// A store that refuses writes ends the campaign.
 		err := leaderelection.Config{
 			Decider: refusing{memory.NewDecider()}, LeaderID: "r", TermLength: term, MaxClockSkew: skew,
@@ -204,7 +216,7 @@ func TestElectionMetrics(t *testing.T) {
 
 		access[second.ID].Cut(false)
 		for id, c := range cands {
-			if id != "a" {
+			if id != "a" && id != "d" {
 				c.Stop(t)
 			}
 		}
