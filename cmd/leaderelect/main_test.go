@@ -7,12 +7,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -128,10 +130,19 @@ type proc struct {
 // start runs leaderelect with args, sending its stdout lines to events.
 func start(t *testing.T, events chan<- event, name string, env []string, args ...string) *proc {
 	t.Helper()
+	return startTee(t, events, name, env, nil, args...)
+}
+
+// startTee is start, also copying leaderelect's stderr to tee if not nil.
+func startTee(t *testing.T, events chan<- event, name string, env []string, tee io.Writer, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, stderr: &testenv.SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = p.stderr
+	if tee != nil {
+		p.cmd.Stderr = io.MultiWriter(p.stderr, tee)
+	}
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -417,6 +428,165 @@ func TestRunRestart(t *testing.T) {
 	if sig := signalled(p.wait(t)); sig != syscall.SIGTERM {
 		t.Errorf("exited with %v after SIGTERM", p.cmd.ProcessState)
 	}
+}
+
+// TestRunRestartAfterOwnStatus127: with --restart, a command that exits 127
+// by itself (here a shell whose tool is missing on the first run) is run
+// again: only a command that leaderelect could not start at all ends run
+// with 126 or 127.
+func TestRunRestartAfterOwnStatus127(t *testing.T) {
+	store := storeURL(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	// The first run leaves the marker and exits 127; later runs exec the
+	// test binary as a command that waits for SIGTERM.
+	script := `if [ -e "$1" ]; then exec "$2"; fi; : >"$1"; exit 127`
+	events := make(chan event, 100)
+	p := start(t, events, "A", []string{childEnv + "=wait"},
+		"run", "--store", store, testTermFlag, testSkewFlag, testGraceFlag, "--restart", "--", "sh", "-c", script, "sh", marker, os.Args[0])
+	e := next(t, events, "START or EOF", func(e event) bool {
+		return e.proc == p && (strings.HasPrefix(e.line, startLinePfx) || e.line == "EOF")
+	})
+	if e.line == "EOF" {
+		t.Fatalf("leaderelect run --restart exited (%v) after the command exited 127 by itself, instead of running it again", p.wait(t))
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the command did not run (and exit 127) before: %v", err)
+	}
+	p.signal(t, syscall.SIGTERM)
+	if sig := signalled(p.wait(t)); sig != syscall.SIGTERM {
+		t.Errorf("exited with %v after SIGTERM", p.cmd.ProcessState)
+	}
+}
+
+// closeOnText is a writer that closes ch once what it was written contains
+// text.
+type closeOnText struct {
+	mu   sync.Mutex
+	buf  []byte
+	text string
+	ch   chan struct{}
+}
+
+func (w *closeOnText) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !isClosed(w.ch) {
+		w.buf = append(w.buf, b...)
+		if bytes.Contains(w.buf, []byte(w.text)) {
+			close(w.ch)
+			w.buf = nil
+		}
+	}
+	return len(b), nil
+}
+
+// watchdogOf returns the pid of the watchdog process of the leaderelect run
+// process pid, and a pidfd for it (to signal it without fear of pid reuse).
+func watchdogOf(t *testing.T, pid int) (wd, fd int) {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if len(f) < 2 || f[1] != strconv.Itoa(pid) || !bytes.Contains(cmdline, []byte(watchdogCommand)) {
+			continue
+		}
+		fd, err := unix.PidfdOpen(child, 0)
+		if err != nil {
+			t.Fatalf("pidfd_open(%d): %v", child, err)
+		}
+		t.Cleanup(func() {
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			unix.Close(fd)
+		})
+		return child, fd
+	}
+	t.Fatalf("leaderelect run (pid %d) has no watchdog process", pid)
+	return 0, 0
+}
+
+// TestRunWatchdogCannotBeTold stops the leader's watchdog and fills its
+// pipe, so that the next extension cannot be written to it. The watchdog
+// then no longer tracks the term: leaderelect must stop the command and run
+// it again only after a new election (with a new watchdog), rather than
+// leave a watchdog that kills a healthy command at its stale deadline, which
+// leaderelect would report as the command's own exit (137).
+func TestRunWatchdogCannotBeTold(t *testing.T) {
+	store := storeURL(t)
+	events := make(chan event, 100)
+	told := &closeOnText{text: "the watchdog cannot be told of extensions", ch: make(chan struct{})}
+	p := startTee(t, events, "A", []string{childEnv + "=wait"}, told,
+		"run", "--store", store, "--id", "A", testTermFlag, testSkewFlag, testGraceFlag, "--", os.Args[0])
+	c := next(t, events, "START", isLine(startLinePfx, p)).child(t)
+
+	wd, fd := watchdogOf(t, p.cmd.Process.Pid)
+	if err := unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	// SIGSTOP takes effect asynchronously, and nothing reports it to a
+	// process other than the parent: poll the watchdog's state.
+	for deadline := time.Now().Add(patience); ; time.Sleep(time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", wd))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "T" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watchdog (pid %d) did not stop within %v", wd, patience)
+		}
+	}
+	// Fill its stdin with empty lines, which it ignores, to the last byte.
+	pipe, err := unix.Open(fmt.Sprintf("/proc/%d/fd/0", wd), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, chunk := range []int{4096, 1} {
+		lines := bytes.Repeat([]byte("\n"), chunk)
+		for {
+			if _, err := unix.Write(pipe, lines); err == unix.EAGAIN {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	unix.Close(pipe)
+
+	select {
+	case <-told.ch:
+	case <-time.After(patience):
+		t.Fatalf("leaderelect did not notice within %v that its watchdog cannot be told of extensions", patience)
+	}
+	// A watchdog that was left running with its last deadline kills now.
+	_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
+
+	e := next(t, events, "START under a new term, or EOF", func(e event) bool {
+		return e.proc == p && (strings.HasPrefix(e.line, startLinePfx) || e.line == "EOF")
+	})
+	if e.line == "EOF" {
+		t.Fatalf("leaderelect exited (%v) instead of stopping the command and running it again after a new election", p.wait(t))
+	}
+	if again := e.child(t); again.term <= c.term {
+		t.Errorf("the command ran again with fencing token %d, after %d: not a new election", again.term, c.term)
+	}
+	if !strings.Contains(p.stderr.String(), "stopping the command: the watchdog cannot be told") {
+		t.Errorf("log does not say why the command was stopped:\n%s", p.stderr)
+	}
+	p.signal(t, syscall.SIGTERM)
+	p.wait(t)
 }
 
 func TestStatusAndWatch(t *testing.T) {

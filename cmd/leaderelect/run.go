@@ -46,7 +46,9 @@ If the term cannot be extended, COMMAND gets SIGTERM a quarter of a term
 When COMMAND exits, leaderelect releases the term, so that another candidate
 takes over at once, and exits with COMMAND's status; with --restart it
 campaigns again instead and runs COMMAND again when elected (waiting 1s,
-doubling up to 1m, after a COMMAND that ran for less than a term).
+doubling up to 1m, after a COMMAND that ran for less than a term), whatever
+its status. Only a COMMAND that cannot be started ends run with 126 or 127
+even with --restart.
 
 SIGINT or SIGTERM to leaderelect sends SIGTERM to COMMAND (a second signal
 sends SIGKILL), keeps the term extended while COMMAND stops, then releases
@@ -58,9 +60,11 @@ killed. On Linux, a watchdog process (this binary, in a session of its own)
 holds the term's deadline on CLOCK_BOOTTIME and SIGKILLs the group when it
 passes without an extension, even while leaderelect itself is stopped,
 starved of CPU or dead; leaderelect, once resumed, runs COMMAND again only
-after winning a new election. Not covered: the whole host paused, and
-processes that left the group (setsid, daemons): fence those with
-LEADER_TERM.
+after winning a new election. Should an extension fail to reach the watchdog
+(it was stopped or killed), leaderelect stops COMMAND as if leadership were
+lost, and runs it again after a new election with a new watchdog. Not
+covered: the whole host paused, and processes that left the group (setsid,
+daemons): fence those with LEADER_TERM.
 
 Examples:
   leaderelect run --store file:///var/lib/reports/leader -- ./send-reports
@@ -174,6 +178,9 @@ type runner struct {
 type exitResult struct {
 	code int
 	ran  time.Duration
+	// startFailed: COMMAND could not be started, and code is
+	// leaderelect's (126 or 127), not COMMAND's own exit status.
+	startFailed bool
 }
 
 func (r *runner) run() outcome {
@@ -234,7 +241,7 @@ func (r *runner) run() outcome {
 			r.log.Error("campaign ended unexpectedly")
 			return outcome{code: exitFailed}
 		}
-		if exited.code == exitCannotExec || exited.code == exitNotFound || !r.restart {
+		if exited.startFailed || !r.restart {
 			return outcome{code: exited.code}
 		}
 		if exited.ran >= r.term {
@@ -320,7 +327,7 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 	)
 	// The watchdog is armed before COMMAND starts, so that COMMAND never
 	// runs unguarded.
-	wd, err := startWatchdog(tv.Get().Add(-r.killLead()))
+	wd, err := startWatchdog(tv.Get().Add(-r.killLead()), min(time.Second, r.term/8))
 	if err != nil {
 		r.log.Warn("no watchdog: the command is killed at the end of the term only while leaderelect itself runs", "err", err)
 		wd = nil
@@ -333,7 +340,7 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 	c, err := startChild(r.argv, env)
 	if err != nil {
 		r.log.Error("could not start the command", "err", err)
-		return &exitResult{code: execFailureCode(err)}
+		return &exitResult{code: execFailureCode(err), startFailed: true}
 	}
 	if wd != nil {
 		wd.setGroup(c.pid)
@@ -364,6 +371,12 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 				reason = "leaderelect is stopping"
 			case !now.Before(stopAt):
 				reason = "the term is about to end and could not be extended"
+			case wd != nil && wd.err != nil:
+				// It goes on with the last deadline it heard of, or
+				// is gone: either way it no longer tracks the term,
+				// and COMMAND would be unguarded should this process
+				// freeze. The next tenure starts a new watchdog.
+				reason = "the watchdog cannot be told of extensions (" + wd.err.Error() + ")"
 			}
 			if reason != "" {
 				r.log.Warn("stopping the command: "+reason, "pid", c.pid, "signal", "SIGTERM")
@@ -387,17 +400,15 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 		default:
 			next = now.Add(time.Hour)
 		}
-		if wd != nil {
+		if wd != nil && wd.err == nil {
 			// Pass each extension on, and look for the next one often
 			// enough that the watchdog hears of it well before it would
 			// kill.
 			wd.arm(killBy)
-			next = minTime(next, now.Add(r.term/8))
-			if wd.err != nil {
-				r.log.Warn("the watchdog cannot be told of extensions: the command is killed at the end of the term only while leaderelect itself runs", "err", wd.err)
-				wd.disarm()
-				wd = nil
+			if wd.err != nil && !termSent {
+				continue // stop COMMAND now (above)
 			}
+			next = minTime(next, now.Add(r.term/8))
 		}
 		timer.Reset(time.Until(next))
 		select {

@@ -32,7 +32,11 @@ import (
 //	done          COMMAND has been reaped: exit without killing
 //
 // When stdin closes without "done" (the supervisor died), the watchdog still
-// kills at the last deadline. CLOCK_BOOTTIME goes on across a suspend of the
+// kills at the last deadline. A supervisor that cannot write to the watchdog
+// (it is stopped and the pipe is full, or it is gone) stops COMMAND and ends
+// its tenure, and kills the watchdog once COMMAND has been reaped: a
+// watchdog left with a stale deadline would kill a process group that may
+// by then be someone else's. CLOCK_BOOTTIME goes on across a suspend of the
 // host, as the other candidates' clocks do, where CLOCK_MONOTONIC (and so Go's
 // timers) would stop.
 const watchdogCommand = "__watchdog"
@@ -51,14 +55,16 @@ func bootNow() int64 {
 
 // watchdog is the supervisor's end of a watchdog process.
 type watchdog struct {
-	cmd  *exec.Cmd
-	in   *os.File
-	last time.Time // the kill time last sent
-	err  error     // the first write error
+	cmd     *exec.Cmd
+	in      *os.File
+	timeout time.Duration // the longest a write may block
+	last    time.Time     // the kill time last sent
+	err     error         // the first write error; nothing is sent after it
 }
 
-// startWatchdog starts the watchdog process, armed to kill at killBy.
-func startWatchdog(killBy time.Time) (*watchdog, error) {
+// startWatchdog starts the watchdog process, armed to kill at killBy. A write
+// to it that blocks for longer than timeout fails.
+func startWatchdog(killBy time.Time, timeout time.Duration) (*watchdog, error) {
 	// /proc/self/exe runs this very binary even if it was replaced or
 	// deleted since it started.
 	if os.Getenv(watchdogEnv) != "" {
@@ -77,10 +83,15 @@ func startWatchdog(killBy time.Time) (*watchdog, error) {
 		return nil, err
 	}
 	cmd.Stdin = r
-	w := &watchdog{cmd: cmd, in: in}
+	w := &watchdog{cmd: cmd, in: in, timeout: timeout}
 	// The deadline is in the pipe before the process exists: it is armed
 	// from its first instant.
 	w.arm(killBy)
+	if w.err != nil {
+		r.Close()
+		in.Close()
+		return nil, fmt.Errorf("arming the watchdog: %w", w.err)
+	}
 	err = cmd.Start()
 	r.Close()
 	if err != nil {
@@ -88,7 +99,7 @@ func startWatchdog(killBy time.Time) (*watchdog, error) {
 		return nil, fmt.Errorf("starting the watchdog: %w", err)
 	}
 	go func() { _ = cmd.Wait() }()
-	return w, w.err
+	return w, nil
 }
 
 func (w *watchdog) send(format string, args ...any) {
@@ -97,7 +108,7 @@ func (w *watchdog) send(format string, args ...any) {
 	}
 	// A watchdog that someone stopped must not block the supervisor once
 	// the pipe is full.
-	_ = w.in.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = w.in.SetWriteDeadline(time.Now().Add(w.timeout))
 	_, w.err = fmt.Fprintf(w.in, format+"\n", args...)
 }
 
@@ -112,9 +123,15 @@ func (w *watchdog) arm(killBy time.Time) {
 
 func (w *watchdog) setGroup(pgid int) { w.send("pgid %d", pgid) }
 
-// disarm tells the watchdog that COMMAND is gone, and lets it exit.
+// disarm tells the watchdog that COMMAND is gone, and lets it exit. It is
+// called only once COMMAND has been reaped (or never started); a watchdog
+// that cannot be told is killed, as it would otherwise kill the process
+// group COMMAND led at the last deadline it heard of.
 func (w *watchdog) disarm() {
 	w.send("done")
+	if w.err != nil {
+		_ = w.cmd.Process.Kill()
+	}
 	_ = w.in.Close()
 }
 

@@ -14,7 +14,7 @@ const watchdogCommand = "__watchdog"
 
 type watchdog struct{ err error }
 
-func startWatchdog(time.Time) (*watchdog, error) {
+func startWatchdog(time.Time, time.Duration) (*watchdog, error) {
 	return nil, errors.New("no watchdog process on this system")
 }
 
