@@ -49,12 +49,26 @@ func classify(err error) error {
 		return nil
 	case errors.Is(err, entry.ErrRefused), errors.Is(err, entry.ErrThrottled):
 		return err
+	case isFlockEBADF(err):
+		return fmt.Errorf("%w: %w (the filesystem refuses an exclusive lock on the lock file, "+
+			"which is open for reading and writing; it needs working locks: a local disk, NFSv4, NFSv3 with lockd)",
+			entry.ErrRefused, err)
 	case errors.Is(err, fs.ErrPermission) || isAny(err, refusedErrnos):
 		return fmt.Errorf("%w: %w", entry.ErrRefused, err)
 	case isAny(err, throttledErrnos):
 		return fmt.Errorf("%w: %w", entry.ErrThrottled, err)
 	}
 	return err
+}
+
+// isFlockEBADF reports whether err is flock's EBADF. On NFS, where Linux
+// emulates flock with POSIX byte-range locks, it means the descriptor is not
+// open for writing; lockFile opens the lock file for writing, so a
+// filesystem that still answers it will keep doing so. EBADF from any other
+// call is left alone.
+func isFlockEBADF(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && pe.Op == "flock" && errors.Is(pe.Err, syscall.EBADF)
 }
 
 func isAny(err error, targets []error) bool {

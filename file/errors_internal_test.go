@@ -3,7 +3,9 @@ package file
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -44,6 +46,17 @@ func TestClassify(t *testing.T) {
 				t.Errorf("classify(%v) = %v; want class %v", err, got, tc.want)
 			}
 		}
+	}
+	// EBADF from flock: on NFS, an exclusive lock on a descriptor not open
+	// for writing. A refusal with a hint; EBADF from any other call is not.
+	flockErr := fmt.Errorf("locking: %w", &fs.PathError{Op: "flock", Path: "/x/record.lock", Err: syscall.EBADF})
+	if got := classify(flockErr); !errors.Is(got, entry.ErrRefused) || !errors.Is(got, syscall.EBADF) ||
+		!strings.Contains(got.Error(), "exclusive lock") {
+		t.Errorf("classify(%v) = %v; want a refusal with a hint, keeping the cause", flockErr, got)
+	}
+	readErr := &fs.PathError{Op: "read", Path: "/x/record", Err: syscall.EBADF}
+	if got := classify(readErr); got != error(readErr) {
+		t.Errorf("classify(%v) = %v, want it unchanged", readErr, got)
 	}
 	for _, err := range []error{context.Canceled, entry.ErrRaceLost, nil} {
 		if got := classify(err); got != err {

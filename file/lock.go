@@ -84,9 +84,13 @@ func (d *Decider) lock(ctx context.Context) (unlock func(), err error) {
 // path. It checks, once locked, that path still names the file it locked: a
 // lock file deleted and recreated while we waited would otherwise let two
 // writers in.
+//
+// The file is opened for writing, although nothing is written to it: on NFS,
+// Linux emulates flock with POSIX byte-range locks, and an exclusive one
+// needs a descriptor open for writing (flock fails with EBADF otherwise).
 func lockFile(ctx context.Context, path string, w *lockWaiter) (*os.File, error) {
 	for {
-		f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o666)
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
 		if err != nil {
 			return nil, err
 		}
