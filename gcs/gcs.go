@@ -399,6 +399,16 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	pause := initialBackoff
 	for attempt := 1; ; attempt++ {
 		attrs, err := d.upload(ctx, obj, body)
+		if err == nil && (attrs == nil || attrs.Generation <= 0) {
+			// Applied, but with no generation to condition the next
+			// write on: a token "0" would make every later write fail.
+			// Not a refusal, which says the write was not applied, and
+			// not retried, which would lose to this very write: the
+			// outcome is left unknown, and the engine reads the record
+			// back, its generation with it, and finds its write id.
+			return entry.LeaderToken{}, fmt.Errorf("gcs: %s: attempt %d: outcome unknown: "+
+				"the upload succeeded but the response did not report the object's generation", what, attempt)
+		}
 		if err == nil {
 			return entry.LeaderToken{Version: strconv.FormatInt(attrs.Generation, 10), CommitTime: commitTime(attrs)}, nil
 		}
