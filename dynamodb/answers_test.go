@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	leaderelection "github.com/racedecider/leaderelection"
 	ledynamodb "github.com/racedecider/leaderelection/dynamodb"
 	"github.com/racedecider/leaderelection/entry"
 )
@@ -147,7 +149,11 @@ func TestWriteAnswers(t *testing.T) {
 		{"UnrecognizedClient", []canned{c(400, "UnrecognizedClientException")}, refused},
 		{"InvalidSignature", []canned{c(400, "InvalidSignatureException")}, refused},
 		{"ValidationException", []canned{c(400, "ValidationException")}, refused},
+		{"IncompleteSignature (no code listed)", []canned{c(400, "IncompleteSignatureException")}, refused},
 		{"TransactionConflict", []canned{c(400, "TransactionConflictException")}, unknown},
+		{"ReplicatedWriteConflict", []canned{c(400, "ReplicatedWriteConflictException")}, unknown},
+		{"ExpiredToken", []canned{c(400, "ExpiredTokenException")}, unknown},
+		{"429 without a code listed", []canned{c(429, "Unlisted")}, unknown},
 		{"InternalServerError on every attempt", []canned{c(500, "InternalServerError")}, unknown},
 		{"503 on every attempt", []canned{c(503, "ServiceUnavailable")}, unknown},
 		// The SDK's retry of an applied write is refused because of it.
@@ -210,6 +216,8 @@ func TestReadAnswers(t *testing.T) {
 		{"AccessDenied", canned{status: 400, code: "AccessDeniedException"}, entry.ErrRefused, false},
 		{"ProvisionedThroughputExceeded", canned{status: 400, code: "ProvisionedThroughputExceededException"}, entry.ErrThrottled, false},
 		{"InternalServerError", canned{status: 500, code: "InternalServerError"}, errors.New("unknown"), false},
+		{"IncompleteSignature (no code listed)", canned{status: 400, code: "IncompleteSignatureException"}, entry.ErrRefused, false},
+		{"TransactionConflict", canned{status: 400, code: "TransactionConflictException"}, errors.New("unknown"), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -313,5 +321,84 @@ func TestNoCredentials(t *testing.T) {
 		if n := len(store.requests()); n != 0 {
 			t.Errorf("DynamoDB was asked %d times", n)
 		}
+	}
+}
+
+// notDynamoDBPages are the answers of servers that are not DynamoDB to every
+// request: a proxy's HTML page, S3 (or MinIO) refusing a request it cannot
+// read, a bare status, and Go's http.NotFound.
+var notDynamoDBPages = []struct {
+	name, ctype, body string
+	status            int
+}{
+	{"HTML 403", "text/html", "<html>\r\n<head><title>403 Forbidden</title></head>\r\n<body><h1>403 Forbidden</h1></body>\r\n</html>\r\n", 403},
+	{"S3 XML 403", "application/xml", `<?xml version="1.0" encoding="UTF-8"?>` + "\n" +
+		`<Error><Code>AccessDenied</Code><Message>Access Denied</Message><RequestId>0123</RequestId></Error>`, 403},
+	{"empty 403", "", "", 403},
+	{"text 404", "text/plain; charset=utf-8", "404 page not found\n", 404},
+}
+
+// TestNotADynamoDBEndpoint points the backend at servers that answer every
+// request with a page that is not DynamoDB's JSON. Reads and writes are
+// refusals, after one request each, naming the endpoint and the item, and
+// Acquire ends with one instead of retrying for ever (the SDK reports no
+// DynamoDB error code for such an answer, which once read as an unknown
+// outcome).
+func TestNotADynamoDBEndpoint(t *testing.T) {
+	for _, page := range notDynamoDBPages {
+		t.Run(page.name, func(t *testing.T) {
+			var requests atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				requests.Add(1)
+				if page.ctype != "" {
+					w.Header().Set("Content-Type", page.ctype)
+				}
+				w.WriteHeader(page.status)
+				_, _ = io.WriteString(w, page.body)
+			}))
+			t.Cleanup(srv.Close)
+			d, err := ledynamodb.NewDecider(newClient(t, srv.URL), "elections", "key")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wants := []string{srv.URL, "dynamodb://elections/key", fmt.Sprint(page.status)}
+			check := func(what string, err error) {
+				t.Helper()
+				if !errors.Is(err, entry.ErrRefused) {
+					t.Errorf("%s: %v; want an error wrapping entry.ErrRefused", what, err)
+					return
+				}
+				for _, w := range wants {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: %q does not say %q", what, err, w)
+					}
+				}
+			}
+			_, err = d.ReadCurrent(t.Context())
+			check("ReadCurrent", err)
+			t.Logf("read: %v", err)
+			_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
+			check("WriteEntry (create)", err)
+			_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, LeaderID: "a", WriteID: "w-1",
+				Token: entry.LeaderToken{Version: "1:w-0"}})
+			check("WriteEntry (replace)", err)
+			if n := requests.Load(); n != 3 {
+				t.Errorf("%d requests for three calls, want 3 (no retries of a refusal)", n)
+			}
+
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			err = leaderelection.Config{
+				Decider:      d,
+				LeaderID:     "a",
+				TermLength:   2 * time.Second,
+				MaxClockSkew: 100 * time.Millisecond,
+				OnElected:    func(context.Context, *leaderelection.TimeView) { t.Error("elected by a server that is not DynamoDB") },
+			}.Acquire(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("Acquire still campaigning after 10s: %v", err)
+			}
+			check("Acquire", err)
+		})
 	}
 }

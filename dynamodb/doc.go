@@ -34,7 +34,13 @@
 //
 // The client needs dynamodb:GetItem and dynamodb:PutItem on the table.
 // A missing table, denied access or unknown credentials are reported as
-// entry.ErrRefused: Acquire ends with the error instead of retrying.
+// entry.ErrRefused: Acquire ends with the error instead of retrying. So is
+// any other 4xx answer but 408 and 429 (DynamoDB did not act on the
+// request), among them those of an endpoint that is not DynamoDB at all (an
+// HTML page from a proxy, S3's XML, an empty body): the error names the
+// endpoint. TransactionConflictException, ReplicatedWriteConflictException
+// and ExpiredTokenException, 400s that a later attempt may pass, are not
+// refusals.
 //
 // # Retries and unknown outcomes
 //

@@ -3,8 +3,10 @@ package dynamodb
 import (
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/awscreds"
@@ -24,12 +26,12 @@ func classify(err error) error {
 		}
 		return nil
 	}
+	code := ""
 	var ae smithy.APIError
-	if !errors.As(err, &ae) {
-		// No answer from DynamoDB: a timeout, a reset, a cancelled call.
-		return nil
+	if errors.As(err, &ae) {
+		code = ae.ErrorCode()
 	}
-	switch ae.ErrorCode() {
+	switch code {
 	case "ConditionalCheckFailedException":
 		return entry.ErrRaceLost
 	case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded":
@@ -45,11 +47,47 @@ func classify(err error) error {
 		"ValidationException",                 // the key does not fit the table's key schema, and the like
 		"SerializationException":              // a request DynamoDB cannot parse
 		return entry.ErrRefused
+	case "TransactionConflictException", // the item is in a transaction: try again
+		"ReplicatedWriteConflictException", // a concurrent write in another region: try again
+		"ExpiredTokenException":            // the session token expired: the SDK fetches another
+		// 400s that a later attempt may pass: not a refusal.
+		return nil
 	}
-	// TransactionConflictException, InternalServerError,
-	// ServiceUnavailable, 5xx and anything unforeseen: the request may have
-	// been applied.
-	return nil
+	// No code listed above. A 4xx, bar 408 and 429, is a refusal: DynamoDB
+	// did not act on the request and will answer the same again, and an
+	// answer that does not come from DynamoDB at all (an HTML page from a
+	// proxy, S3's XML, an empty body: an endpoint that is not DynamoDB) is
+	// worse than useless to retry. InternalServerError, ServiceUnavailable,
+	// other 5xx, no answer at all (a timeout, a reset, a cancelled call) and
+	// anything unforeseen: the request may have been applied.
+	var re *smithyhttp.ResponseError
+	if !errors.As(err, &re) {
+		return nil
+	}
+	status := re.HTTPStatusCode()
+	if status < 400 || status >= 500 || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests {
+		return nil
+	}
+	var what string
+	switch {
+	case code == "" || code == "UnknownError":
+		// The SDK found no DynamoDB error in the body (it names an empty
+		// one UnknownError, and fails to decode anything but JSON).
+		what = fmt.Sprintf("%d without a DynamoDB error code: is it a DynamoDB endpoint?", status)
+	default:
+		what = fmt.Sprintf("%d %s", status, code)
+	}
+	return fmt.Errorf("%w: %s answered %s", entry.ErrRefused, endpointOf(re), what)
+}
+
+// endpointOf names the endpoint that gave the answer in re: the scheme and
+// host of the request (never its user information or path).
+func endpointOf(re *smithyhttp.ResponseError) string {
+	if re.Response != nil && re.Response.Response != nil && re.Response.Request != nil && re.Response.Request.URL != nil {
+		u := re.Response.Request.URL
+		return "endpoint " + u.Scheme + "://" + u.Host
+	}
+	return "the endpoint"
 }
 
 // isMissingTable reports whether err says the table does not exist.
