@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/internal/urlcheck"
 )
 
 // Scheme is the URL scheme this package registers with
@@ -33,8 +34,9 @@ import (
 // service URL, "https://ACCOUNT.blob.core.windows.net" by default; set it
 // for another cloud, a private endpoint or Azurite
 // ("http://127.0.0.1:10000/devstoreaccount1"). No other query parameter is
-// accepted; for any other client setting, call NewDecider with a client of
-// your own. Errors never repeat a key or SAS token.
+// accepted, nor one given twice or empty ("storage_account="), a fragment,
+// user information or a port; for any other client setting, call NewDecider
+// with a client of your own. Errors never repeat a key or SAS token.
 const Scheme = "azblob"
 
 // The environment variables Scheme's opener reads.
@@ -56,20 +58,29 @@ func init() {
 }
 
 func openURL(_ context.Context, u *url.URL) (leaderelection.RaceDecider, error) {
+	if err := urlcheck.Check(u); err != nil {
+		return nil, fmt.Errorf("%w: %w; want %s", leaderelection.ErrBadURL, err, form)
+	}
 	containerName, blobName := u.Host, strings.TrimPrefix(u.Path, "/")
 	switch {
-	case u.Opaque != "" || u.User != nil || u.Port() != "":
+	case u.Opaque != "":
 		return nil, fmt.Errorf("%w: want %s", leaderelection.ErrBadURL, form)
 	case containerName == "":
 		return nil, fmt.Errorf("%w: no container; want %s", leaderelection.ErrBadURL, form)
+	case u.Port() != "":
+		return nil, fmt.Errorf("%w: container %q has a port: the host is the container name; for Azurite at that address, use ?endpoint=http://%s/ACCOUNT; want %s",
+			leaderelection.ErrBadURL, containerName, containerName, form)
 	case blobName == "":
 		return nil, fmt.Errorf("%w: no blob name; want %s", leaderelection.ErrBadURL, form)
 	}
 	q := u.Query()
 	account, endpoint := q.Get("storage_account"), q.Get("endpoint")
 	if endpoint != "" {
-		e, err := url.Parse(endpoint)
-		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" || e.RawQuery != "" {
+		e, err := urlcheck.Endpoint("endpoint", endpoint)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", leaderelection.ErrBadURL, err)
+		}
+		if e.RawQuery != "" {
 			return nil, fmt.Errorf("%w: endpoint=%q: want an http:// or https:// URL without a query",
 				leaderelection.ErrBadURL, redactURL(endpoint))
 		}

@@ -43,6 +43,14 @@ func TestOpenURLRejects(t *testing.T) {
 		{"azblob://c/b?storage_account=a", map[string]string{leazblob.EnvKey: "not base64!" + key}, "not a valid key"},
 		{"azblob://c/b", map[string]string{leazblob.EnvConnectionString: "nonsense" + key}, leazblob.EnvConnectionString},
 		{"azblob://c/b.", map[string]string{leazblob.EnvAccount: "a", leazblob.EnvSASToken: "sig=x"}, "ends with"},
+		// Present but empty is not left out: no fallback to the environment.
+		{"azblob://c/b?storage_account=", map[string]string{leazblob.EnvAccount: "a", leazblob.EnvKey: key}, "query parameter storage_account is empty"},
+		{"azblob://c/b?storage_account=a&endpoint=", map[string]string{leazblob.EnvKey: key}, "query parameter endpoint is empty"},
+		{"azblob://c/b?storage_account=a&storage_account=b", map[string]string{leazblob.EnvKey: key}, "query parameter storage_account is given 2 times"},
+		{"azblob://c/jobs?storage_account=a#1", map[string]string{leazblob.EnvKey: key}, `fragment "#1"`},
+		{"azblob://u:" + key + "@c/b?storage_account=a", map[string]string{leazblob.EnvKey: key}, `user information "u:xxxxx@"`},
+		{"azblob://c:10/b?storage_account=a", map[string]string{leazblob.EnvKey: key}, `container "c:10" has a port`},
+		{"azblob://c/b?storage_account=a&endpoint=http://u:pw@127.0.0.1:1/a", map[string]string{leazblob.EnvKey: key}, "no user information"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.url, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/internal/urlcheck"
 )
 
 // Scheme is the URL scheme this package registers with
@@ -25,8 +26,9 @@ import (
 // ("http://127.0.0.1:8000"). The key is the URL's path without its leading
 // slash, percent-decoded; the table's partition key attribute must be
 // DefaultKeyAttribute, as CreateTable makes it. No other query parameter is
-// accepted; for a sort key, another key attribute or any other client
-// setting, call NewDecider with a client of your own.
+// accepted, nor one given twice or empty ("endpoint="), a fragment, user
+// information or a port; for a sort key, another key attribute or any other
+// client setting, call NewDecider with a client of your own.
 const Scheme = "dynamodb"
 
 func init() {
@@ -38,21 +40,26 @@ func init() {
 }
 
 func openURL(ctx context.Context, u *url.URL) (leaderelection.RaceDecider, error) {
+	if err := urlcheck.Check(u); err != nil {
+		return nil, fmt.Errorf("%w: %w; want dynamodb://TABLE/KEY", leaderelection.ErrBadURL, err)
+	}
 	table, key := u.Host, strings.TrimPrefix(u.Path, "/")
 	switch {
-	case u.Opaque != "" || u.User != nil:
+	case u.Opaque != "":
 		return nil, fmt.Errorf("%w: want dynamodb://TABLE/KEY", leaderelection.ErrBadURL)
 	case table == "":
 		return nil, fmt.Errorf("%w: no table; want dynamodb://TABLE/KEY", leaderelection.ErrBadURL)
+	case u.Port() != "":
+		return nil, fmt.Errorf("%w: table %q has a port: the host is the table name; for DynamoDB Local at that address, use dynamodb://TABLE/KEY?endpoint=http://%s",
+			leaderelection.ErrBadURL, table, table)
 	case key == "":
 		return nil, fmt.Errorf("%w: no key; want dynamodb://TABLE/KEY", leaderelection.ErrBadURL)
 	}
 	q := u.Query()
 	endpoint := q.Get("endpoint")
 	if endpoint != "" {
-		e, err := url.Parse(endpoint)
-		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
-			return nil, fmt.Errorf("%w: endpoint=%q: want an http:// or https:// URL", leaderelection.ErrBadURL, endpoint)
+		if _, err := urlcheck.Endpoint("endpoint", endpoint); err != nil {
+			return nil, fmt.Errorf("%w: %w", leaderelection.ErrBadURL, err)
 		}
 	}
 	var loadOpts []func(*config.LoadOptions) error

@@ -23,6 +23,14 @@ func TestOpenDeciderErrors(t *testing.T) {
 		"dynamodb://elections/key?region=r&x=1":       "x",
 		"dynamodb://elections/key?endpoint=localhost": `endpoint="localhost"`,
 		"dynamodb://elections/key":                    "no AWS region",
+		// Present but empty is not left out: no fallback to real AWS.
+		"dynamodb://elections/key?region=r&endpoint=":                           "query parameter endpoint is empty",
+		"dynamodb://elections/key?region=":                                      "query parameter region is empty",
+		"dynamodb://elections/key?region=r&region=s":                            "query parameter region is given 2 times",
+		"dynamodb://elections/key?region=r#1":                                   `fragment "#1"`,
+		"dynamodb://u@elections/key?region=r":                                   `user information "u@": dynamodb URLs take no user name or password`,
+		"dynamodb://localhost:8000/elections/key?region=r":                      `table "localhost:8000" has a port`,
+		"dynamodb://elections/key?region=r&endpoint=http://u:pw@127.0.0.1:8000": "no user information",
 	}
 	for raw, want := range cases {
 		t.Run(raw, func(t *testing.T) {

@@ -8,13 +8,14 @@ import (
 	"path/filepath"
 
 	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/internal/urlcheck"
 )
 
 // Scheme is the URL scheme this package registers with
 // leaderelection.RegisterScheme: leaderelection.OpenDecider(ctx,
 // "file:///path/to/record") returns NewDecider("/path/to/record"). The path
 // must be absolute; the host must be empty or "localhost". It accepts no
-// query parameters.
+// query parameters, fragment or user information.
 const Scheme = "file"
 
 func init() {
@@ -25,6 +26,9 @@ func init() {
 }
 
 func openURL(_ context.Context, u *url.URL) (leaderelection.RaceDecider, error) {
+	if err := urlcheck.Check(u); err != nil {
+		return nil, fmt.Errorf("%w: %w; want file:///PATH", leaderelection.ErrBadURL, err)
+	}
 	switch {
 	case u.Opaque != "":
 		return nil, fmt.Errorf("%w: %q is not an absolute path; want file:///PATH", leaderelection.ErrBadURL, u.Opaque)

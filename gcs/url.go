@@ -10,6 +10,7 @@ import (
 	"cloud.google.com/go/storage"
 
 	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/internal/urlcheck"
 )
 
 // Scheme is the URL scheme this package registers with
@@ -23,7 +24,9 @@ import (
 // its leading slash, percent-decoded. kms_key_name sets WithKMSKeyName,
 // predefined_acl WithPredefinedACL and min_write_interval (a Go duration,
 // "0" for an emulator) WithMinWriteInterval; no other query parameter is
-// accepted.
+// accepted, nor one given twice or empty ("kms_key_name="), a fragment
+// (gs://BUCKET/OBJECT#GENERATION names a record in errors, not an object to
+// open), user information or a port.
 // For any other client setting, call NewDecider with a client of your own.
 const Scheme = "gs"
 
@@ -36,12 +39,18 @@ func init() {
 }
 
 func openURL(ctx context.Context, u *url.URL) (leaderelection.RaceDecider, error) {
+	if err := urlcheck.Check(u); err != nil {
+		return nil, fmt.Errorf("%w: %w; want gs://BUCKET/OBJECT", leaderelection.ErrBadURL, err)
+	}
 	bucket, object := u.Host, strings.TrimPrefix(u.Path, "/")
 	switch {
-	case u.Opaque != "" || u.User != nil:
+	case u.Opaque != "":
 		return nil, fmt.Errorf("%w: want gs://BUCKET/OBJECT", leaderelection.ErrBadURL)
 	case bucket == "":
 		return nil, fmt.Errorf("%w: no bucket; want gs://BUCKET/OBJECT", leaderelection.ErrBadURL)
+	case u.Port() != "":
+		return nil, fmt.Errorf("%w: bucket %q has a port: the host is the bucket name; for an emulator at that address, set STORAGE_EMULATOR_HOST=%s",
+			leaderelection.ErrBadURL, bucket, bucket)
 	case object == "":
 		return nil, fmt.Errorf("%w: no object name; want gs://BUCKET/OBJECT", leaderelection.ErrBadURL)
 	}

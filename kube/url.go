@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/internal/urlcheck"
 )
 
 // Scheme is the URL scheme this package registers with
@@ -20,8 +21,9 @@ import (
 // does: the files in $KUBECONFIG, else ~/.kube/config, and, when neither
 // exists, the in-cluster configuration of a Pod's service account. context
 // picks a kubeconfig context other than the current one. No other query
-// parameter is accepted; for any other client setting, call NewDecider or
-// NewDeciderForConfig.
+// parameter is accepted, nor one given twice or empty ("context="), a
+// fragment, user information or a port; for any other client setting, call
+// NewDecider or NewDeciderForConfig.
 const Scheme = "k8s"
 
 func init() {
@@ -33,12 +35,18 @@ func init() {
 }
 
 func openURL(_ context.Context, u *url.URL) (leaderelection.RaceDecider, error) {
+	if err := urlcheck.Check(u); err != nil {
+		return nil, fmt.Errorf("%w: %w; want k8s://NAMESPACE/NAME", leaderelection.ErrBadURL, err)
+	}
 	namespace, name := u.Host, strings.TrimPrefix(u.Path, "/")
 	switch {
-	case u.Opaque != "" || u.User != nil || u.Port() != "":
+	case u.Opaque != "":
 		return nil, fmt.Errorf("%w: want k8s://NAMESPACE/NAME", leaderelection.ErrBadURL)
 	case namespace == "":
 		return nil, fmt.Errorf("%w: no namespace; want k8s://NAMESPACE/NAME", leaderelection.ErrBadURL)
+	case u.Port() != "":
+		return nil, fmt.Errorf("%w: namespace %q has a port: the host is the namespace (the API server comes from the kubeconfig); want k8s://NAMESPACE/NAME",
+			leaderelection.ErrBadURL, namespace)
 	case name == "":
 		return nil, fmt.Errorf("%w: no Lease name; want k8s://NAMESPACE/NAME", leaderelection.ErrBadURL)
 	case strings.Contains(name, "/"):

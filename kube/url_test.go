@@ -17,11 +17,16 @@ func TestOpenDeciderErrors(t *testing.T) {
 		"k8s://default":                "no Lease name",
 		"k8s://default/":               "no Lease name",
 		"k8s://default/a/b":            "contains a slash",
-		"k8s://default:80/a":           "want k8s://NAMESPACE/NAME",
+		"k8s://default:80/a":           `namespace "default:80" has a port`,
 		"k8s://Default/a":              `namespace "Default"`,
 		"k8s://default/UPPER":          `Lease name "UPPER"`,
 		"k8s://default/a?namespace=x":  "namespace",
 		"k8s://default/a?context=nope": "context",
+		// Present but empty is not left out: no fallback to the current context.
+		"k8s://default/a?context=":            "query parameter context is empty",
+		"k8s://default/a?context=x&context=y": "query parameter context is given 2 times",
+		"k8s://default/a#1":                   `fragment "#1"`,
+		"k8s://u@default/a":                   `user information "u@": k8s URLs take no user name or password`,
 	}
 	for raw, want := range cases {
 		t.Run(raw, func(t *testing.T) {

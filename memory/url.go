@@ -7,13 +7,14 @@ import (
 	"sync"
 
 	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/internal/urlcheck"
 )
 
 // Scheme is the URL scheme this package registers with
 // leaderelection.RegisterScheme: leaderelection.OpenDecider(ctx, "mem://NAME")
 // returns the process's Decider called NAME, creating it empty on first use,
 // so that every opener of the same name in one process shares one election.
-// It accepts no query parameters.
+// It accepts no query parameters, fragment or user information.
 const Scheme = "mem"
 
 var named = struct {
@@ -29,7 +30,10 @@ func init() {
 }
 
 func openURL(_ context.Context, u *url.URL) (leaderelection.RaceDecider, error) {
-	if u.Opaque != "" || u.User != nil {
+	if err := urlcheck.Check(u); err != nil {
+		return nil, fmt.Errorf("%w: %w; want mem://NAME", leaderelection.ErrBadURL, err)
+	}
+	if u.Opaque != "" {
 		return nil, fmt.Errorf("%w: want mem://NAME", leaderelection.ErrBadURL)
 	}
 	name := u.Host + u.Path

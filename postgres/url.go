@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/internal/urlcheck"
 )
 
 // Scheme is the URL scheme this package registers with
@@ -24,8 +25,9 @@ import (
 // connect_timeout, application_name, target_session_attrs and pgxpool's
 // pool_max_conns, pool_min_conns, pool_max_conn_lifetime,
 // pool_max_conn_idle_time and pool_health_check_period; any other is an
-// error. The Decider opened owns its pool: close it with its Close method
-// (it is an io.Closer).
+// error, as is one given twice or empty ("sslmode="), or a fragment (write
+// a '#' in a password as %23). The Decider opened owns its pool: close it
+// with its Close method (it is an io.Closer).
 const Scheme = "postgres"
 
 var urlParams = []string{
@@ -50,6 +52,9 @@ func init() {
 }
 
 func openURL(_ context.Context, u *url.URL) (leaderelection.RaceDecider, error) {
+	if err := urlcheck.CheckWithUser(u); err != nil {
+		return nil, fmt.Errorf("%w: %w; want %s", leaderelection.ErrBadURL, err, form)
+	}
 	if u.Opaque != "" {
 		return nil, fmt.Errorf("%w: want %s", leaderelection.ErrBadURL, form)
 	}

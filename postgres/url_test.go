@@ -22,6 +22,11 @@ func TestOpenDeciderBadURLs(t *testing.T) {
 		"postgresql://u@h/db?table=a.b.c&election=e":         `table "a.b.c"`,
 		"postgres://u@h/db?table=t&election=e&sslmode=bogus": "sslmode",
 		"postgres:opaque?table=t&election=e":                 "want postgres://",
+		// Present but empty is not left out, nor is a parameter given twice.
+		"postgres://u@h/db?table=t&election=e&sslmode=": "query parameter sslmode is empty",
+		"postgres://u@h/db?table=&election=e":           "query parameter table is empty",
+		"postgres://u@h/db?table=t&election=e&table=u":  "query parameter table is given 2 times",
+		"postgres://u@h/db?table=t&election=e#1":        "a fragment (#...)",
 	}
 	for raw, want := range cases {
 		d, err := leaderelection.OpenDecider(t.Context(), raw)
@@ -37,7 +42,11 @@ func TestOpenDeciderBadURLs(t *testing.T) {
 		}
 	}
 	// The password never shows in an error.
-	_, err := leaderelection.OpenDecider(t.Context(), "postgres://u:s3cret@h/db?table=t&election=e&sslmode=bogus")
+	_, err := leaderelection.OpenDecider(t.Context(), "postgres://u:s3cret@h/db?table=t&election=e&password=s3cret&password=s3cret2")
+	if err == nil || !strings.Contains(err.Error(), "password is given 2 times") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("repeated password: error %v; want one naming the parameter, without the password", err)
+	}
+	_, err = leaderelection.OpenDecider(t.Context(), "postgres://u:s3cret@h/db?table=t&election=e&sslmode=bogus")
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("error %v shows the password", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/internal/urlcheck"
 )
 
 // Scheme is the URL scheme this package registers with
@@ -25,10 +26,14 @@ import (
 // sets the client's base endpoint, for S3-compatible stores such as MinIO
 // ("http://minio.internal:9000"); path_style=true addresses buckets by path
 // rather than host name, as most of those stores need. The key is the URL's
-// path without its leading slash, percent-decoded. No other query parameter
-// is accepted; for any other client setting, call NewDecider with a client
-// of your own.
+// path without its leading slash, percent-decoded; the bucket carries no
+// port. No other query parameter is accepted, nor one given twice
+// or empty ("endpoint="), a fragment or user information; for any other
+// client setting, call NewDecider with a client of your own.
 const Scheme = "s3"
+
+// shape is the URL's shape without its parameters, for errors.
+const shape = "s3://BUCKET/KEY"
 
 func init() {
 	leaderelection.RegisterScheme(Scheme, leaderelection.URLOpener{
@@ -39,14 +44,20 @@ func init() {
 }
 
 func openURL(ctx context.Context, u *url.URL) (leaderelection.RaceDecider, error) {
+	if err := urlcheck.Check(u); err != nil {
+		return nil, fmt.Errorf("%w: %w; want %s", leaderelection.ErrBadURL, err, shape)
+	}
 	bucket, key := u.Host, strings.TrimPrefix(u.Path, "/")
 	switch {
-	case u.Opaque != "" || u.User != nil:
-		return nil, fmt.Errorf("%w: want s3://BUCKET/KEY", leaderelection.ErrBadURL)
+	case u.Opaque != "":
+		return nil, fmt.Errorf("%w: want %s", leaderelection.ErrBadURL, shape)
 	case bucket == "":
-		return nil, fmt.Errorf("%w: no bucket; want s3://BUCKET/KEY", leaderelection.ErrBadURL)
+		return nil, fmt.Errorf("%w: no bucket; want %s", leaderelection.ErrBadURL, shape)
+	case u.Port() != "":
+		return nil, fmt.Errorf("%w: bucket %q has a port: the host is the bucket name; for an S3-compatible store at that address, use s3://BUCKET/KEY?endpoint=http://%s&path_style=true",
+			leaderelection.ErrBadURL, bucket, bucket)
 	case key == "":
-		return nil, fmt.Errorf("%w: no key; want s3://BUCKET/KEY", leaderelection.ErrBadURL)
+		return nil, fmt.Errorf("%w: no key; want %s", leaderelection.ErrBadURL, shape)
 	}
 	q := u.Query()
 	pathStyle := false
@@ -59,9 +70,8 @@ func openURL(ctx context.Context, u *url.URL) (leaderelection.RaceDecider, error
 	}
 	endpoint := q.Get("endpoint")
 	if endpoint != "" {
-		e, err := url.Parse(endpoint)
-		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
-			return nil, fmt.Errorf("%w: endpoint=%q: want an http:// or https:// URL", leaderelection.ErrBadURL, endpoint)
+		if _, err := urlcheck.Endpoint("endpoint", endpoint); err != nil {
+			return nil, fmt.Errorf("%w: %w", leaderelection.ErrBadURL, err)
 		}
 	}
 	var loadOpts []func(*config.LoadOptions) error

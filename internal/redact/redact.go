@@ -21,18 +21,31 @@ func URL(rawURL string) string {
 		}
 		return "(not shown: it does not parse)"
 	}
-	if strings.Contains(u.Opaque, "@") {
+	switch {
+	case strings.Contains(u.Opaque, "@"):
 		// A scheme without "//" (postgres:app:pw@db): what looks like
 		// user information is not parsed as such.
 		return u.Scheme + ":(not shown: user information without //)"
+	case strings.Contains(u.Fragment, "@"):
+		// A '#' in a password (postgres://app:p#w@db) cuts it in two:
+		// the host shows the first part, the fragment the rest.
+		return u.Scheme + "://(not shown: user information cut by a '#')"
 	}
 	if u.RawQuery != "" {
 		// In place, so that the parameters keep their order and encoding.
 		parts := strings.Split(u.RawQuery, "&")
 		for i, p := range parts {
-			k, _, ok := strings.Cut(p, "=")
-			if ok && secret(k) {
+			k, v, ok := strings.Cut(p, "=")
+			switch {
+			case !ok:
+			case secret(k):
 				parts[i] = k + "=xxxxx"
+			case strings.Contains(v, "%40") || strings.Contains(v, "@"):
+				// A URL as a value (endpoint=http://user:pw@host) may
+				// carry a password of its own.
+				if inner, err := url.QueryUnescape(v); err == nil {
+					parts[i] = k + "=" + url.QueryEscape(URL(inner))
+				}
 			}
 		}
 		u.RawQuery = strings.Join(parts, "&")

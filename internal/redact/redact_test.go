@@ -20,12 +20,16 @@ func TestURL(t *testing.T) {
 		{"app:s3cret@db:54a/app%zz", "app:(not shown: user information without //)"},
 		{":s3cret@db", "(not shown: it does not parse)"},
 		{"file:record", "file:record"},
+		{"postgres://app:12#s3cret@db/app", "postgres://(not shown: user information cut by a '#')"},
+		{"s3://b/k?endpoint=http://u:s3cret@minio:9000&path_style=true", "s3://b/k?endpoint=http%3A%2F%2Fu%3Axxxxx%40minio%3A9000&path_style=true"},
+		{"s3://b/k?endpoint=http%3A%2F%2Fu%3As3cret%40minio", "s3://b/k?endpoint=http%3A%2F%2Fu%3Axxxxx%40minio"},
+		{"s3://b/k?endpoint=http://u@minio:9000", "s3://b/k?endpoint=http%3A%2F%2Fu%40minio%3A9000"},
 	} {
 		got := URL(c.in)
 		if got != c.want {
 			t.Errorf("URL(%q) = %q, want %q", c.in, got, c.want)
 		}
-		if strings.Contains(got, "s3cret") || strings.Contains(got, "k3y") {
+		if strings.Contains(got, "s3cret") || strings.Contains(got, "k3y") || strings.Contains(got, "12") {
 			t.Errorf("URL(%q) = %q shows a secret", c.in, got)
 		}
 	}

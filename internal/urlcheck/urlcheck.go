@@ -1,0 +1,91 @@
+// Package urlcheck holds the checks every store URL opener makes of the
+// parts of a URL that leaderelection.OpenDecider's own check (the scheme, and
+// no query parameter outside the opener's list) leaves to it, so that the
+// openers refuse the same mistakes with the same words. Its errors never
+// show a password; the openers wrap them with leaderelection.ErrBadURL.
+package urlcheck
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/racedecider/leaderelection/internal/redact"
+)
+
+// Check returns an error for the first of these that u carries: a
+// fragment, which would otherwise be dropped from the name it ends (write a
+// '#' in a name as %23); user information; a query parameter given more
+// than once, of which an opener would read only the first; a query
+// parameter given with an empty value ("?endpoint=", as an unset shell
+// variable leaves it), which an opener would otherwise take for one not
+// given and fall back to its default. It is for schemes whose URLs carry no
+// user information: every store's but PostgreSQL's.
+func Check(u *url.URL) error {
+	if u.User != nil {
+		shown := url.User(u.User.Username())
+		if _, ok := u.User.Password(); ok {
+			shown = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		return fmt.Errorf("user information %q: %s URLs take no user name or password",
+			shown.String()+"@", strings.ToLower(u.Scheme))
+	}
+	if u.Fragment != "" {
+		return fmt.Errorf("fragment %q: a store URL has none (write a '#' in a name as %%23)", "#"+u.Fragment)
+	}
+	return query(u)
+}
+
+// CheckWithUser is Check for a scheme whose URLs carry user information
+// (postgres://USER:PASSWORD@HOST): it allows it, and does not show the
+// fragment, since an unescaped '#' in a password starts one.
+func CheckWithUser(u *url.URL) error {
+	if u.Fragment != "" {
+		return fmt.Errorf("a fragment (#...): a store URL has none (write a '#' in a password or a name as %%23)")
+	}
+	return query(u)
+}
+
+// query reports the parameters given more than once or with an empty
+// value, by name only: a value may be a password.
+func query(u *url.URL) error {
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return fmt.Errorf("query: %w", err)
+	}
+	var repeated, empty []string
+	for k, vs := range q {
+		if len(vs) > 1 {
+			repeated = append(repeated, k)
+		} else if vs[0] == "" {
+			empty = append(empty, k)
+		}
+	}
+	slices.Sort(repeated)
+	slices.Sort(empty)
+	switch {
+	case len(repeated) == 1:
+		return fmt.Errorf("query parameter %s is given %d times: give it once", repeated[0], len(q[repeated[0]]))
+	case len(repeated) > 1:
+		return fmt.Errorf("query parameters %s are each given more than once: give each once", strings.Join(repeated, ", "))
+	case len(empty) == 1:
+		return fmt.Errorf("query parameter %s is empty (%s=): give it a value or leave it out", empty[0], empty[0])
+	case len(empty) > 1:
+		return fmt.Errorf("query parameters %s are empty: give each a value or leave it out", strings.Join(empty, ", "))
+	}
+	return nil
+}
+
+// Endpoint checks the value of the query parameter param, the base URL of a
+// service: http or https, with a host, and without user information (the
+// credentials never come from it) or a fragment. The error shows the value
+// through redact.URL.
+func Endpoint(param, raw string) (*url.URL, error) {
+	e, err := url.Parse(raw)
+	if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" || e.User != nil || e.Fragment != "" {
+		return nil, fmt.Errorf("%s=%q: want an http:// or https:// URL with a host and no user information or fragment",
+			param, redact.URL(raw))
+	}
+	return e, nil
+}
