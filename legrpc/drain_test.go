@@ -3,12 +3,15 @@ package legrpc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
@@ -91,6 +94,79 @@ func TestGuardDrainsAdmittedCallsBeforeRelease(t *testing.T) {
 					t.Errorf("released at %v, before the admitted call returned at %v", rel, done)
 				case !tc.wantRelease && (!rel.IsZero() || rec.Released):
 					t.Errorf("released at %v although the admitted call ran past the term (until %v)", rel, done)
+				}
+			})
+		})
+	}
+}
+
+// panicStream is the server stream of a streaming call, reduced to its
+// context.
+type panicStream struct {
+	grpc.ServerStream // methods the Guard must not call panic
+	ctx               context.Context
+}
+
+func (s panicStream) Context() context.Context { return s.ctx }
+
+// A handler that panics, under a recovery interceptor chained outside the
+// Guard, still leaves the tenure: a shutdown then releases the term at once.
+// (The admitted call used to be counted for good, so that the drain kept the
+// term, rejecting every call, until it expired unreleased.)
+func TestGuardLeavesTenureWhenHandlerPanics(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := &releaseClock{Decider: memory.NewDecider()}
+				var g legrpc.Guard
+				cfg := g.Attach(leaderelection.Config{Decider: store, LeaderID: "a", TermLength: 10 * time.Second, MaxClockSkew: time.Second})
+				ctx, shutdown := context.WithCancel(t.Context())
+				acquired := make(chan error, 1)
+				go func() { acquired <- cfg.Acquire(ctx) }()
+				synctest.Wait()
+				if _, ok := g.Leading(); !ok {
+					t.Fatal("not leading")
+				}
+
+				// The recovery interceptor, outside the Guard.
+				recovered := func(call func() error) (err error) {
+					defer func() {
+						if p := recover(); p != nil {
+							err = status.Errorf(codes.Internal, "panic: %v", p)
+						}
+					}()
+					return call()
+				}
+				var err error
+				if stream {
+					guarded := g.StreamServerInterceptor()
+					err = recovered(func() error {
+						return guarded(nil, panicStream{ctx: t.Context()}, &grpc.StreamServerInfo{FullMethod: "/svc/Watch"},
+							func(any, grpc.ServerStream) error { panic("handler bug") })
+					})
+				} else {
+					guarded := g.UnaryServerInterceptor()
+					err = recovered(func() error {
+						_, err := guarded(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: "/svc/Work"},
+							func(context.Context, any) (any, error) { panic("handler bug") })
+						return err
+					})
+				}
+				if status.Code(err) != codes.Internal {
+					t.Fatalf("the panicking call returned %v, want the recovery's Internal", err)
+				}
+
+				stopped := time.Now()
+				shutdown()
+				if err := <-acquired; !errors.Is(err, context.Canceled) {
+					t.Errorf("Acquire returned %v", err)
+				}
+				rec, err := store.ReadCurrent(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rel := store.released(); !rec.Released || rel.Sub(stopped) > time.Second {
+					t.Errorf("released %v at %v, shutdown at %v; want a release at once", rec.Released, rel, stopped)
 				}
 			})
 		})

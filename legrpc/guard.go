@@ -51,7 +51,8 @@ const (
 // systems as a fencing token (see the package documentation). The handler's
 // context is cancelled when the leadership ends; an error the handler returns
 // after that is replaced by the same codes.Unavailable rejection, so that the
-// client retries on the new leader.
+// client retries on the new leader. Such a call may have been partly served:
+// see DefaultServiceConfig on retries.
 //
 // The zero Guard is ready to use. Set its fields, if at all, before Attach.
 // A Guard belongs to one Config.
@@ -233,13 +234,16 @@ func (g *Guard) admit(ctx context.Context, fullMethod string) (context.Context, 
 // UnaryServerInterceptor returns an interceptor that admits unary calls only
 // while this process leads.
 func (g *Guard) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 		hctx, done, err := g.admit(ctx, info.FullMethod)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := handler(hctx, req)
-		return resp, done(err)
+		// Deferred, so that a handler that panics (recovered by an
+		// interceptor outside this one) still leaves the tenure, whose
+		// drain would otherwise wait for it until the term expired.
+		defer func() { err = done(err) }()
+		return handler(hctx, req)
 	}
 }
 
@@ -247,12 +251,13 @@ func (g *Guard) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // only while this process leads. A stream's context ends with the leadership,
 // so that a long-lived stream does not outlast it.
 func (g *Guard) StreamServerInterceptor() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 		hctx, done, err := g.admit(ss.Context(), info.FullMethod)
 		if err != nil {
 			return err
 		}
-		return done(handler(srv, &guardedStream{ServerStream: ss, ctx: hctx}))
+		defer func() { err = done(err) }() // even if handler panics: see UnaryServerInterceptor
+		return handler(srv, &guardedStream{ServerStream: ss, ctx: hctx})
 	}
 }
 

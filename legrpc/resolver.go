@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -70,8 +71,12 @@ func NewBuilderFunc(lookup func(name string) (leaderelection.WatchConfig, error)
 func (b *Builder) Scheme() string { return Scheme }
 
 // Build implements resolver.Builder. The resolver reads the record at once,
-// then follows it with WatchConfig.Watch until Close. It fails only for an
-// invalid WatchConfig or a name the lookup does not know.
+// then follows it with WatchConfig.Watch until Close. A refusal
+// (leaderelection.ErrRefused), which ends a Watch, does not end it: gRPC (so
+// calls that do not wait for ready), OnError and the Logger are told, and the
+// record is read again with backoff, capped at a minute (or PollInterval if
+// longer), until the store answers. Build fails only for an invalid
+// WatchConfig or a name the lookup does not know.
 func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts resolver.BuildOptions) (resolver.Resolver, error) {
 	name := target.Endpoint()
 	cfg, err := b.lookup(name)
@@ -91,12 +96,18 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts res
 	if poll == 0 {
 		poll = leaderelection.DefaultWatchPollInterval
 	}
+	store := fmt.Sprintf("%T", cfg.Decider)
+	if s, ok := cfg.Decider.(fmt.Stringer); ok {
+		store = s.String()
+	}
 	r := &electionResolver{
 		name:          name,
 		cc:            cc,
 		clock:         cfg.Clock,
 		log:           cfg.Logger.With("election", name),
 		decider:       cfg.Decider,
+		store:         store,
+		poll:          poll,
 		noConfig:      opts.DisableServiceConfig,
 		readTimeout:   max(poll, time.Second),
 		resolveSpacer: poll / 4,
@@ -118,13 +129,10 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts res
 	}
 	ctx, cancel := context.WithCancel(base)
 	r.ctx, r.cancel = ctx, cancel
-	r.wg.Go(func() { r.refresh(ctx) })
-	r.wg.Go(func() {
-		// Watch returns only when ctx ends (Build validated cfg).
-		_ = cfg.Watch(ctx, func(_ context.Context, c leaderelection.Change) {
-			r.watched(c)
-		})
-	})
+	// Both drawn here, before the watcher draws from the same source.
+	rb, fb := r.newBackoff(base), r.newBackoff(base)
+	r.wg.Go(func() { r.refresh(ctx, rb) })
+	r.wg.Go(func() { r.follow(ctx, fb, cfg, userOnError) })
 	return r, nil
 }
 
@@ -135,6 +143,8 @@ type electionResolver struct {
 	clock    clocks.Clock
 	log      *slog.Logger
 	decider  leaderelection.RaceDecider
+	store    string // names decider in errors
+	poll     time.Duration
 	pushes   bool // decider pushes changes: the watcher hears of them at once
 	noConfig bool // the client disabled service configs from resolvers
 
@@ -159,6 +169,9 @@ type electionResolver struct {
 	// deleted: the watcher reported the record deleted, and nothing newer
 	// has come since.
 	deleted bool
+	// stopped is the error that stopped the watcher (a refusal), until
+	// the store answers a read again: rec may be out of date meanwhile.
+	stopped error
 	// ender ends rec at its expiry and reads the record again then: rec
 	// may have come from a read of our own, which the watcher has not seen
 	// and will not report ended.
@@ -205,25 +218,18 @@ func (r *electionResolver) Close() {
 	r.wg.Wait()
 }
 
-// refresh reads the record at start (the watcher reports nothing until
-// somebody is elected, but a client must learn that nobody is), then, for a
+// refresh reads the record at start, until a read succeeds (the watcher
+// reports nothing until somebody is elected, but a client must learn that
+// nobody is, rather than keep the error of a failed first read), then, for a
 // store that is polled, once per ResolveNow request, no more often than
 // resolveSpacer.
-func (r *electionResolver) refresh(ctx context.Context) {
+func (r *electionResolver) refresh(ctx context.Context, b backoff) {
+	// The watcher retries and reports its own failures; these only matter
+	// while the client knows nothing yet.
+	if !r.readUntilAnswered(ctx, &b, r.readFailed) {
+		return
+	}
 	for {
-		rctx, cancel := r.clock.ContextWithTimeout(ctx, r.readTimeout)
-		rec, err := r.decider.ReadCurrent(rctx)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			// The watcher retries and reports its own failures; this
-			// one only matters while the client knows nothing yet.
-			r.readFailed(err)
-		default:
-			r.offer(rec)
-		}
 		if r.pushes {
 			return // ResolveNow has nothing to do: see there
 		}
@@ -235,8 +241,142 @@ func (r *electionResolver) refresh(ctx context.Context) {
 			return
 		case <-r.poke:
 		}
+		rctx, cancel := r.clock.ContextWithTimeout(ctx, r.readTimeout)
+		rec, err := r.decider.ReadCurrent(rctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			r.readFailed(fmt.Errorf("reading %s: %w", r.store, err))
+		case rec != nil:
+			r.offer(rec)
+		}
 	}
 }
+
+// follow runs the watcher until ctx ends. Watch returns before that only
+// when the store refuses (ErrRefused: permission denied, a missing bucket).
+// A refusal may yet heal (RBAC that reaches a pod after it starts, a bucket
+// created late) and a resolver cannot end its client: so the refusal is
+// reported, the record is read at capped, jittered, growing intervals until
+// the store answers, and the watcher starts again.
+func (r *electionResolver) follow(ctx context.Context, b backoff, cfg leaderelection.WatchConfig, onError func(context.Context, error)) {
+	for {
+		began := r.clock.Now()
+		err := cfg.Watch(ctx, func(_ context.Context, c leaderelection.Change) {
+			r.watched(c)
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if r.clock.Now().Sub(began) >= b.max {
+			b.reset() // the store answered for a while: a new failure
+		}
+		stop := func(err error) {
+			err = fmt.Errorf("legrpc: election %q: the watcher stopped; reading again with backoff: %w", r.name, err)
+			level := slog.LevelWarn
+			if errors.Is(err, leaderelection.ErrRefused) {
+				level = slog.LevelError
+			}
+			r.log.Log(ctx, level, "cannot follow the election", "err", err)
+			r.stop(err)
+			if onError != nil {
+				onError(ctx, err)
+			}
+		}
+		stop(err)
+		if !r.clock.SleepFor(ctx, b.next()) || !r.readUntilAnswered(ctx, &b, stop) {
+			return
+		}
+	}
+}
+
+// readUntilAnswered reads the record until a read succeeds and hands gRPC
+// what it found. failed is told of each failure, which is followed by a wait
+// from b. It returns false if ctx ended first.
+func (r *electionResolver) readUntilAnswered(ctx context.Context, b *backoff, failed func(error)) bool {
+	for {
+		rctx, cancel := r.clock.ContextWithTimeout(ctx, r.readTimeout)
+		rec, err := r.decider.ReadCurrent(rctx)
+		cancel()
+		if err == nil && rec == nil {
+			err = errors.New("the Decider's ReadCurrent returned no record and no error")
+		}
+		switch {
+		case ctx.Err() != nil:
+			return false
+		case err == nil:
+			r.offer(rec)
+			return true
+		}
+		failed(fmt.Errorf("reading %s: %w", r.store, err))
+		if !r.clock.SleepFor(ctx, b.next()) {
+			return false
+		}
+	}
+}
+
+// stop records the error that stopped the watcher and hands it to gRPC, so
+// that calls fail with it. A connection to a leader already known is kept
+// (gRPC ignores a resolver's error while it has addresses), until the
+// leader's term ends as the resolver last knew it.
+func (r *electionResolver) stop(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = err
+	if r.pushed != "" && !strings.HasSuffix(r.pushed, stoppedMark) {
+		// gRPC's error is now this one: hand it the state again once
+		// the store answers, even if unchanged. (The prefix, which
+		// updateLocked reads, is kept.)
+		r.pushed += stoppedMark
+	}
+	r.cc.ReportError(err)
+}
+
+// stoppedMark ends electionResolver.pushed once gRPC was told of an error
+// that stopped the watcher.
+const stoppedMark = "\x00stopped"
+
+// retryCap caps the resolver's waits between reads of a store that fails
+// (unless the PollInterval is longer): a refusal can take minutes to heal,
+// and then the client follows the election again within a minute.
+const retryCap = time.Minute
+
+// backoff spaces out the resolver's retries: exponential from min up to max,
+// with full jitter, so that clients refused together do not read together.
+// One goroutine uses it.
+type backoff struct {
+	min, max, cur time.Duration
+	// rand, if set, makes the draws (the simulation's seeded source, see
+	// hooks.ResolverContext); else the process-wide source.
+	rand *rand.Rand
+}
+
+// newBackoff starts at the poll interval: no sooner than the watcher reads.
+// Under a seeded source (hooks.WithRand in the Builder's base context) each
+// backoff gets a source of its own drawn from it (before the watcher starts,
+// which draws from it too), so that a simulated run replays whatever order
+// the resolver's goroutines draw in.
+func (r *electionResolver) newBackoff(base context.Context) backoff {
+	b := backoff{min: r.poll, max: max(r.poll, retryCap)}
+	if src := hooks.Rand(base); src != nil {
+		b.rand = rand.New(rand.NewPCG(src.Uint64(), src.Uint64()))
+	}
+	return b
+}
+
+// next returns the wait before the next retry: half the current step plus a
+// random part of the other half, the step doubling up to max.
+func (b *backoff) next() time.Duration {
+	b.cur = min(max(2*b.cur, b.min), b.max)
+	if b.rand != nil {
+		return b.cur/2 + time.Duration(b.rand.Int64N(int64(b.cur/2+1)))
+	}
+	return b.cur/2 + rand.N(b.cur/2+1)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
 
 // watched merges a change the watcher reports. The change may be one the
 // resolver has already learnt from a read of its own.
@@ -248,6 +388,7 @@ func (r *electionResolver) watched(c leaderelection.Change) {
 		// the watcher or a read of our own, replaces the absence.
 		r.takeLocked(&entry.RaceEntry{ElectionNumber: entry.NoElections}, false)
 		r.deleted = true
+		r.stopped = nil
 		r.updateLocked()
 		return
 	}
@@ -266,7 +407,11 @@ func (r *electionResolver) offer(rec *entry.RaceEntry) {
 // behind the other: only a newer record (RaceEntry.NewerThan, the order Watch
 // reports in, which holds across a deletion) replaces the one held.
 // expired reports that rec's term has run out (the watcher's TermExpired).
+// A record offered means the store answered: a stopped watcher's error, which
+// gRPC holds, is replaced by the state.
 func (r *electionResolver) offerLocked(rec *entry.RaceEntry, expired bool) {
+	answered := r.stopped != nil
+	r.stopped = nil
 	switch {
 	case r.rec == nil || rec.NewerThan(r.rec):
 		r.takeLocked(rec, expired)
@@ -275,6 +420,8 @@ func (r *electionResolver) offerLocked(rec *entry.RaceEntry, expired bool) {
 		// The watcher reported the expiry, or a read at or after it
 		// found the record not extended.
 		r.expired = true
+	case answered:
+		// Hand gRPC the state again, in place of the error.
 	default:
 		return
 	}
@@ -329,7 +476,7 @@ func (r *electionResolver) readFailed(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.rec == nil {
-		r.cc.ReportError(fmt.Errorf("legrpc: reading election %q: %w", r.name, err))
+		r.cc.ReportError(fmt.Errorf("legrpc: election %q: %w", r.name, err))
 	}
 }
 
@@ -366,7 +513,12 @@ func (r *electionResolver) updateLocked() {
 		}
 		r.pushed = key
 		// The error is what calls that do not wait for ready fail with.
-		r.cc.ReportError(fmt.Errorf("%w %q: %s", ErrNoLeader, r.name, why))
+		err := fmt.Errorf("%w %q: %s", ErrNoLeader, r.name, why)
+		if r.stopped != nil {
+			// A newer record may exist: say why none is known.
+			err = fmt.Errorf("%w (%w)", err, r.stopped)
+		}
+		r.cc.ReportError(err)
 		return
 	}
 

@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/vimeo/go-clocks/fake"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -427,4 +428,111 @@ func TestResolverEndsOwnReadAtExpiry(t *testing.T) {
 			t.Fatalf("after b's expiry: %+v, error %v; want no address", s, err)
 		}
 	})
+}
+
+// refusing refuses every read while refuse is set, as a store does until a
+// permission reaches the pod (RBAC propagating after it starts), around a
+// real memory store that it polls.
+type refusing struct {
+	polling
+	refuse atomic.Bool
+}
+
+func (f *refusing) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	if f.refuse.Load() {
+		return nil, fmt.Errorf("test store: 403 permission denied: %w", entry.ErrRefused)
+	}
+	return f.polling.ReadCurrent(ctx)
+}
+
+// A refusal stops the watcher (Watch returns ErrRefused), but not the
+// resolver: it tells gRPC and OnError, and follows the election again once
+// the store answers. (It used to stop following for good, silently.)
+func TestResolverFollowsAgainAfterRefusal(t *testing.T) {
+	const poll = time.Second
+	clk := fake.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := &refusing{polling: polling{d: memory.NewDecider()}}
+	put(t, store.d, "a", true, clk.Now().Add(time.Hour), nil)
+	onError := make(chan error, 100)
+	rec, r := build(t, leaderelection.WatchConfig{Decider: store, MaxClockSkew: time.Second, PollInterval: poll, Clock: clk,
+		OnError: func(_ context.Context, err error) { onError <- err }})
+	defer r.Close()
+	clk.AwaitSleepers(2) // the watcher polling, refresh spacing its reads
+	if got := rec.addrs(); len(got) != 1 || got[0] != "a:443" {
+		t.Fatalf("resolved %q, want a:443", got)
+	}
+
+	// Refused from the watcher's next poll on; meanwhile b is elected.
+	store.refuse.Store(true)
+	put(t, store.d, "b", true, clk.Now().Add(time.Hour), nil)
+	clk.Advance(poll)
+	select {
+	case err := <-onError:
+		if !errors.Is(err, leaderelection.ErrRefused) {
+			t.Fatalf("OnError told of %v, want the refusal", err)
+		}
+	case <-time.After(patience):
+		t.Fatal("the refusal was not reported to OnError")
+	}
+	if _, _, err := rec.last(); !errors.Is(err, leaderelection.ErrRefused) || !strings.Contains(err.Error(), "403 permission denied") ||
+		!strings.Contains(err.Error(), `"e"`) {
+		t.Fatalf("gRPC was told %v, want the refusal, naming the election", err)
+	}
+
+	// Still refused at the first retry: reported again.
+	clk.AwaitSleepers(1)
+	clk.Advance(poll)
+	if err := <-onError; !errors.Is(err, leaderelection.ErrRefused) {
+		t.Fatalf("OnError told of %v, want the refusal", err)
+	}
+
+	// The permission arrives: within the next (doubled) backoff the
+	// resolver reads the record and watches again.
+	store.refuse.Store(false)
+	clk.AwaitSleepers(1)
+	clk.Advance(2 * poll)
+	clk.AwaitSleepers(1) // the watcher polling again
+	if got := rec.addrs(); len(got) != 1 || got[0] != "b:443" {
+		t.Fatalf("after the refusal ended: resolved %q, want b:443", got)
+	}
+	select {
+	case err := <-onError:
+		t.Errorf("OnError told of %v after the refusal ended", err)
+	default:
+	}
+}
+
+// A failed first read on a store that pushes is retried until one succeeds:
+// with nobody elected the watcher reports nothing, and clients must not be
+// left with the failed read's error. (It used to be read once.)
+func TestResolverRetriesFirstRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &failingFirst{Decider: memory.NewDecider()}
+		store.fails.Store(2) // refresh's first read and the watcher's
+		rec, r := build(t, leaderelection.WatchConfig{Decider: store, MaxClockSkew: time.Second})
+		defer r.Close()
+		synctest.Wait()
+		if _, _, err := rec.last(); err == nil || !strings.Contains(err.Error(), "connection reset") {
+			t.Fatalf("after the failed reads gRPC was told %v, want the read error", err)
+		}
+		time.Sleep(2 * time.Second) // the retries back off from PollInterval (1 s)
+		synctest.Wait()
+		if _, _, err := rec.last(); !errors.Is(err, legrpc.ErrNoLeader) || !strings.Contains(err.Error(), "nobody has been elected") {
+			t.Fatalf("once the store answers gRPC is told %v, want ErrNoLeader: nobody elected", err)
+		}
+	})
+}
+
+// failingFirst fails its first reads (as many as fails says) with a
+// transient error, and pushes changes.
+type failingFirst struct {
+	*memory.Decider
+	fails atomic.Int64
+}
+
+func (f *failingFirst) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	if f.fails.Add(-1) >= 0 {
+		return nil, errors.New("test store: connection reset")
+	}
+	return f.Decider.ReadCurrent(ctx)
 }

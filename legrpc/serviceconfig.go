@@ -21,10 +21,13 @@ package legrpc
 //     apart (±20 %), by which time the resolver has moved on to the new
 //     leader.
 //
-// Retrying is safe for calls a Guard rejects, as they never reached a
-// handler; but a call that fails with UNAVAILABLE for another reason may have
-// been partly served, so the methods of a service using this config should be
-// idempotent, or be given their own method config without retries.
+// Retrying is safe for a call a Guard rejects on arrival, which never reached
+// a handler. But the Guard gives the same rejection to a call whose handler
+// ran and returned an error after the leadership ended under it (so that a
+// graceful hand-over fails no calls), and a call that fails with UNAVAILABLE
+// for another reason may also have been partly served: so the methods of a
+// service using this config should be idempotent, or be given their own
+// method config without retries.
 const DefaultServiceConfig = `{
   "loadBalancingConfig": [{"pick_first": {}}],
   "methodConfig": [{
