@@ -20,8 +20,12 @@
 //
 // Decider implements leaderelection.ChangeNotifier with one watch on the
 // Lease (a field selector on its name), re-listing after 410 Gone and
-// re-opening with capped, jittered backoff. While it is down, WaitForChange
-// fails at once and the engine polls.
+// re-opening with capped, jittered backoff. Each watch has a deadline of its
+// own (the server's timeout plus a margin) and is replaced after 150 s
+// without an event or a bookmark, so that a connection that died silently
+// cannot leave it deaf for long. While it is down, WaitForChange fails at
+// once and the engine polls; between one watch and its replacement a wait
+// vouches for nothing, and fails once that takes over 2 s.
 //
 // # Safety and migration from client-go
 //

@@ -33,6 +33,7 @@ type Decider struct {
 	lease     string
 	name      string // "k8s://NAMESPACE/NAME", for errors and String
 	backoff   backoffConfig
+	timing    watchTiming
 
 	mu     sync.Mutex
 	last   *coordinationv1.Lease // the Lease most recently read or written
@@ -66,6 +67,7 @@ func NewDecider(client kubernetes.Interface, namespace, name string) (*Decider, 
 		lease:     name,
 		name:      "k8s://" + namespace + "/" + name,
 		backoff:   defaultBackoff,
+		timing:    defaultWatchTiming,
 	}, nil
 }
 

@@ -22,15 +22,43 @@ import (
 // that lived less than minWatch counts as a failure and is retried with
 // backoff, so that a server or proxy that drops every watch at once cannot
 // cause a request storm. The server ends each watch after a random
-// watchTimeout, so that a connection that died silently is replaced even
-// where HTTP/2 health checks are off.
+// timeout (timeoutSeconds). That close may never arrive (a connection that
+// died silently where HTTP/2 health checks are off, a proxy that keeps the
+// client's side open), and client-go sets no deadline of its own on a
+// watch, so the watcher gives each one a deadline of its own, the server's
+// timeout plus a margin, and also replaces one that has been silent for
+// longer than the API server's watch cache lets one be: it sends a bookmark
+// (requested) about every minute even when nothing changes.
 const (
 	minWatch         = time.Second
-	watchTimeoutMin  = 4 * time.Minute
-	watchTimeoutMax  = 8 * time.Minute
 	requestTimeout   = 15 * time.Second
 	recentVersionCap = 64
 )
+
+// watchTiming is the timing of the watch (defaultWatchTiming; tests shorten
+// it).
+type watchTiming struct {
+	// The server's timeout of each watch is drawn from [timeoutMin,
+	// timeoutMax); the client ends it margin later if the server's close
+	// has not arrived.
+	timeoutMin, timeoutMax, margin time.Duration
+	// silence is the longest a watch may go without an event or a
+	// bookmark before it is replaced.
+	silence time.Duration
+	// grace is how long waiters wait for the watch to be re-established
+	// after one ended (relisting after 410 Gone, re-opening) before
+	// they report it down, so that the engine polls. Meanwhile a wait
+	// that ends vouches for nothing: no watch is running.
+	grace time.Duration
+}
+
+var defaultWatchTiming = watchTiming{
+	timeoutMin: 4 * time.Minute,
+	timeoutMax: 8 * time.Minute,
+	margin:     30 * time.Second,
+	silence:    150 * time.Second,
+	grace:      2 * time.Second,
+}
 
 // backoffConfig spaces out attempts to re-establish the watch: the first
 // pause is drawn from [min/2, min], each later one from a range twice as
@@ -62,40 +90,51 @@ func (b *backoff) next() time.Duration {
 // first attempt. Waiters are answered from the watch's events: a waiting
 // candidate reads nothing from the API server. Only a token the watch has
 // not seen (one older than the watch, or written so recently that its event
-// has not arrived) costs a GET, to tell which of the two it is.
+// has not arrived) costs a GET, to tell which of the two it is; so does a
+// zero token (no Lease) while the watch has a Lease it did not list after
+// the call began, since an absence has no resourceVersion to place in the
+// watch's history (the Lease may be one deleted since, whose deletion the
+// watch has yet to deliver). Each such GET waits for the watch to move on
+// before the next.
 //
 // While the watch is down (until it is back, with capped jittered backoff),
-// WaitForChange returns an error at once, so that the engine polls instead.
-// A wait that ctx ends before the watch knew token current (the watch still
-// starting, a GET under way) returns an error that does not wrap ctx's: it
-// vouches for nothing, and the engine reads.
+// WaitForChange returns an error at once, so that the engine polls; so it
+// does when a watch that ended is not replaced within a short grace. A wait
+// that ctx ends while no watch is established (the watch still starting or
+// being replaced, a GET under way) returns an error that does not wrap
+// ctx's: it vouches for nothing, and the engine reads.
 func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*entry.RaceEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("kube: wait for a change of %s: %w", d.name, err)
 	}
+	began := time.Now()
 	w, err := d.watcher()
 	if err != nil {
 		return nil, err
 	}
 	// confirmed: token is the stored version, per a read after the watch
-	// began. vouched: the watch knew token current at some point, so that
-	// a wait that ends finding nothing new vouches that nothing changed.
-	confirmed, vouched := false, false
+	// began, when the watch was at version checked. vouched: the watch
+	// knew token current at some point, so that a wait that ends finding
+	// nothing new vouches that nothing changed.
+	confirmed, vouched, checked := false, false, ""
 	for {
 		s, err := w.await(ctx)
 		if err != nil {
 			return nil, err
 		}
-		seen := token.IsZero() || s.recent[token.Version]
 		switch {
 		case s.version() == token.Version:
 			// Unchanged as far as the watch knows.
 			vouched = true
-		case seen:
+		case token.IsZero() && s.listedAt.After(began):
+			// No Lease when token was read; a LIST sent since found
+			// one.
+			return d.fromWatch(s.lease)
+		case !token.IsZero() && s.recent[token.Version]:
 			// The watch saw token and then what replaced it: events
 			// arrive in order.
 			return d.fromWatch(s.lease)
-		case !confirmed:
+		case !confirmed || (token.IsZero() && s.version() != checked):
 			e, err := d.ReadCurrent(ctx)
 			if err != nil && ctx.Err() != nil {
 				return nil, d.notWatched(ctx)
@@ -108,11 +147,11 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 			}
 			// Current, but newer than the watch's news: its event
 			// is on the way.
-			confirmed, vouched = true, true
+			confirmed, vouched, checked = true, true, s.version()
 		}
 		select {
 		case <-ctx.Done():
-			if !vouched {
+			if !vouched || !w.established() {
 				return nil, d.notWatched(ctx)
 			}
 			return nil, fmt.Errorf("kube: wait for a change of %s: %w", d.name, ctx.Err())
@@ -122,10 +161,11 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 }
 
 // notWatched is the error of a wait that ended before the watch could vouch
-// for its token: not ctx's own, since it vouches for nothing (see
-// leaderelection.ChangeNotifier), and the caller must read.
+// for its token, or while no watch was established: not ctx's own, since it
+// vouches for nothing (see leaderelection.ChangeNotifier), and the caller
+// must read.
 func (d *Decider) notWatched(ctx context.Context) error {
-	return fmt.Errorf("kube: wait for a change of %s: ended (%v) before the watch could tell whether it changed", d.name, ctx.Err())
+	return fmt.Errorf("kube: wait for a change of %s: ended (%v) with no watch established that could tell whether it changed", d.name, ctx.Err())
 }
 
 // fromWatch is the record of a Lease the watch delivered (nil: deleted).
@@ -152,17 +192,23 @@ func (d *Decider) watcher() (*watcher, error) {
 type watchState int
 
 const (
-	connecting watchState = iota // before the first attempt ended
-	watching
+	connecting   watchState = iota // before the first attempt ended
+	watching                       // a watch is established
+	reconnecting                   // between watches, after one ended well
 	down
 	stopped
 )
 
+// between reports whether s is a state with no watch after one ended (or
+// the first failed).
+func (s watchState) between() bool { return s == down || s == reconnecting }
+
 // snapshot is what a waiter needs from the watcher, taken under its lock.
 type snapshot struct {
-	lease  *coordinationv1.Lease // latest seen; nil when missing
-	recent map[string]bool       // shared, read-only once published
-	wake   <-chan struct{}
+	lease    *coordinationv1.Lease // latest seen; nil when missing
+	listedAt time.Time             // when the LIST that found lease was sent; zero: an event brought it
+	recent   map[string]bool       // shared, read-only once published
+	wake     <-chan struct{}
 }
 
 func (s snapshot) version() string {
@@ -180,14 +226,15 @@ type watcher struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu     sync.Mutex
-	state  watchState
-	err    error     // why it is down
-	since  time.Time // when it went down
-	lease  *coordinationv1.Lease
-	recent map[string]bool // resourceVersions the watch has seen, newest few
-	order  []string
-	wake   chan struct{}
+	mu       sync.Mutex
+	state    watchState
+	err      error     // why it is down
+	since    time.Time // when the last watch ended, while none is established
+	lease    *coordinationv1.Lease
+	listedAt time.Time       // see snapshot
+	recent   map[string]bool // resourceVersions the watch has seen, newest few
+	order    []string
+	wake     chan struct{}
 }
 
 func startWatcher(d *Decider) *watcher {
@@ -197,29 +244,53 @@ func startWatcher(d *Decider) *watcher {
 	return w
 }
 
-// await waits for the first attempt to end, then returns the latest state,
-// or an error while the watch is down.
+// await waits for the first attempt to end, and for a watch that ended to
+// be replaced (for at most timing.grace), then returns the latest state, or
+// an error while the watch is down.
 func (w *watcher) await(ctx context.Context) (snapshot, error) {
 	for {
 		w.mu.Lock()
 		state, err, since, wake := w.state, w.err, w.since, w.wake
-		s := snapshot{lease: w.lease, recent: w.recent, wake: wake}
+		s := snapshot{lease: w.lease, listedAt: w.listedAt, recent: w.recent, wake: wake}
 		w.mu.Unlock()
+		var grace *time.Timer
 		switch state {
 		case watching:
 			return s, nil
+		case reconnecting:
+			left := w.d.timing.grace - time.Since(since)
+			if left <= 0 {
+				return s, fmt.Errorf("kube: wait for a change of %s: no change notifications: the watch ended at %s and is not re-established yet",
+					w.d.name, since.Format(time.RFC3339))
+			}
+			grace = time.NewTimer(left)
 		case down:
 			return s, fmt.Errorf("kube: wait for a change of %s: no change notifications: the watch is down since %s (re-establishing): %w",
 				w.d.name, since.Format(time.RFC3339), err)
 		case stopped:
 			return s, fmt.Errorf("kube: wait for a change of %s: the Decider is closed", w.d.name)
 		}
+		var graceOver <-chan time.Time
+		if grace != nil {
+			graceOver = grace.C
+		}
 		select {
 		case <-ctx.Done():
 			return s, w.d.notWatched(ctx)
 		case <-wake:
+		case <-graceOver:
+		}
+		if grace != nil {
+			grace.Stop()
 		}
 	}
+}
+
+// established reports whether a watch is established now.
+func (w *watcher) established() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state == watching
 }
 
 // broadcast wakes every waiter. Call with w.mu held.
@@ -234,7 +305,7 @@ func (w *watcher) setState(state watchState, err error) {
 	if w.state == stopped || (w.state == state && err == nil) {
 		return
 	}
-	if state == down && w.state != down {
+	if state.between() && !w.state.between() {
 		w.since = time.Now()
 	}
 	w.state, w.err = state, err
@@ -242,12 +313,13 @@ func (w *watcher) setState(state watchState, err error) {
 }
 
 // observe records l (nil: the Lease is missing) at resourceVersion rv as
-// the latest, and wakes the waiters. The map of recent versions is copied
-// on write, so that waiters may read the one they hold without the lock.
-func (w *watcher) observe(l *coordinationv1.Lease, rv string) {
+// the latest, found by a LIST sent at listedAt (zero: brought by an event),
+// and wakes the waiters. The map of recent versions is copied on write, so
+// that waiters may read the one they hold without the lock.
+func (w *watcher) observe(l *coordinationv1.Lease, rv string, listedAt time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.lease = l
+	w.lease, w.listedAt = l, listedAt
 	if rv != "" && !w.recent[rv] {
 		recent := make(map[string]bool, len(w.recent)+1)
 		w.order = append(w.order, rv)
@@ -296,12 +368,15 @@ func (w *watcher) run() {
 				list = true
 				if lived >= minWatch {
 					b.cur = 0
+					w.setState(reconnecting, nil)
 					continue
 				}
 			case err == nil && lived >= minWatch:
-				// Ended by the server's timeout or a broken connection
-				// after a good run: re-watch from where it was, at once.
+				// Ended by a timeout (the server's or the watcher's
+				// own), silence or a broken connection after a good
+				// run: re-watch from where it was, at once.
 				b.cur = 0
+				w.setState(reconnecting, nil)
 				continue
 			case err == nil:
 				err = errors.New("the watch ended as soon as it began")
@@ -331,6 +406,7 @@ func (w *watcher) selector() string {
 func (w *watcher) list() (string, error) {
 	ctx, cancel := context.WithTimeout(w.ctx, requestTimeout)
 	defer cancel()
+	sent := time.Now()
 	ls, err := w.d.leases.List(ctx, metav1.ListOptions{FieldSelector: w.selector()})
 	if err != nil {
 		return "", w.d.fail(ctx, "list", reqWatch, err)
@@ -342,9 +418,9 @@ func (w *watcher) list() (string, error) {
 		}
 	}
 	if l != nil {
-		w.observe(l, l.ResourceVersion)
+		w.observe(l, l.ResourceVersion, sent)
 	} else {
-		w.observe(nil, "")
+		w.observe(nil, "", sent)
 	}
 	return ls.ResourceVersion, nil
 }
@@ -352,19 +428,26 @@ func (w *watcher) list() (string, error) {
 // watchFrom watches the Lease from resourceVersion rv until the watch ends,
 // publishing each change. It returns the last resourceVersion seen, how
 // long the watch lived, and why it ended: nil when the server or the
-// connection ended it, errGone when rv is too old.
+// connection ended it, or the watcher did (its deadline passed, or it was
+// silent too long), errGone when rv is too old.
 func (w *watcher) watchFrom(rv string) (string, time.Duration, error) {
-	timeout := int64((watchTimeoutMin + rand.N(watchTimeoutMax-watchTimeoutMin)) / time.Second)
-	ctx, cancel := context.WithCancel(w.ctx)
+	t := w.d.timing
+	timeout := t.timeoutMin
+	if t.timeoutMax > t.timeoutMin {
+		timeout += rand.N(t.timeoutMax - t.timeoutMin)
+	}
+	timeoutSeconds := max(int64(timeout/time.Second), 1)
+	// The server ends the watch after timeoutSeconds; the watcher ends it
+	// itself a margin later, should that close never arrive. Opening it
+	// is bounded by requestTimeout.
+	ctx, cancel := context.WithTimeout(w.ctx, time.Duration(timeoutSeconds)*time.Second+t.margin)
 	defer cancel()
-	// The watch's context lives as long as the watch; only opening it is
-	// bounded.
 	opening := time.AfterFunc(requestTimeout, cancel)
 	wi, err := w.d.leases.Watch(ctx, metav1.ListOptions{
 		FieldSelector:       w.selector(),
 		ResourceVersion:     rv,
 		AllowWatchBookmarks: true,
-		TimeoutSeconds:      &timeout,
+		TimeoutSeconds:      &timeoutSeconds,
 	})
 	if !opening.Stop() && err == nil {
 		err = fmt.Errorf("opening the watch took over %s", requestTimeout)
@@ -381,14 +464,30 @@ func (w *watcher) watchFrom(rv string) (string, time.Duration, error) {
 	defer wi.Stop()
 	start := time.Now()
 	w.setState(watching, nil)
+	silence := time.NewTimer(t.silence)
+	defer silence.Stop()
+	// ended says why the watch ended, err unless the watcher ended it.
+	ended := func(err error) (string, time.Duration, error) {
+		switch {
+		case w.ctx.Err() != nil:
+			err = w.ctx.Err()
+		case ctx.Err() != nil:
+			err = nil // its deadline: replace it
+		}
+		return rv, time.Since(start), err
+	}
 	for {
 		select {
-		case <-w.ctx.Done():
-			return rv, time.Since(start), w.ctx.Err()
+		case <-ctx.Done():
+			return ended(nil)
+		case <-silence.C:
+			// Not even a bookmark for this long: replace it.
+			return ended(nil)
 		case ev, ok := <-wi.ResultChan():
-			if !ok {
-				return rv, time.Since(start), nil
+			if !ok || ctx.Err() != nil {
+				return ended(nil)
 			}
+			silence.Reset(t.silence)
 			switch ev.Type {
 			case watch.Added, watch.Modified, watch.Deleted:
 				l, ok := ev.Object.(*coordinationv1.Lease)
@@ -397,9 +496,9 @@ func (w *watcher) watchFrom(rv string) (string, time.Duration, error) {
 				}
 				rv = l.ResourceVersion
 				if ev.Type == watch.Deleted {
-					w.observe(nil, rv)
+					w.observe(nil, rv, time.Time{})
 				} else {
-					w.observe(l, rv)
+					w.observe(l, rv, time.Time{})
 				}
 			case watch.Bookmark:
 				if l, ok := ev.Object.(*coordinationv1.Lease); ok {
@@ -410,7 +509,7 @@ func (w *watcher) watchFrom(rv string) (string, time.Duration, error) {
 				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
 					return rv, time.Since(start), errGone
 				}
-				return rv, time.Since(start), w.d.fail(ctx, "watch", reqWatch, err)
+				return ended(w.d.fail(ctx, "watch", reqWatch, err))
 			}
 		}
 	}
