@@ -46,16 +46,21 @@ const (
 func classify(err error, o op) outcome {
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
-		// Microsoft Entra ID refused the credential: no request was sent
-		// to Blob Storage, and none will be until the credential changes.
-		var authErr *azidentity.AuthenticationFailedError
-		if errors.As(err, &authErr) && authErr.RawResponse != nil &&
-			authErr.RawResponse.StatusCode >= 400 && authErr.RawResponse.StatusCode < 500 &&
-			authErr.RawResponse.StatusCode != http.StatusTooManyRequests {
+		if entraRefused(err) {
+			// Microsoft Entra ID refused the credential: no request was
+			// sent to Blob Storage, and none will be until the credential
+			// changes.
 			return outcomeRefused
 		}
-		// A transport error (reset, timeout, cut connection) or a
-		// cancelled context: an attempt may have reached the service.
+		if noCredential(err) {
+			// The credential has nothing to get a token with: no
+			// request was sent, and none will be until it is configured.
+			return outcomeRefused
+		}
+		// A transport error (reset, timeout, cut connection), a cancelled
+		// context, or Microsoft Entra ID unreachable or failing (an
+		// AuthenticationFailedError without a response, or with a 5xx or
+		// 429): an attempt may have reached the service.
 		return outcomeUnknown
 	}
 	code := bloberror.Code(re.ErrorCode)
@@ -124,12 +129,77 @@ func classify(err error, o op) outcome {
 	return outcomeUnknown
 }
 
+// entraRefused reports whether err is Microsoft Entra ID refusing the
+// credential with a 4xx other than 429. Without a response (Entra ID
+// unreachable), or with a 429 or 5xx, the failure may pass.
+func entraRefused(err error) bool {
+	var authErr *azidentity.AuthenticationFailedError
+	return errors.As(err, &authErr) && authErr.RawResponse != nil &&
+		authErr.RawResponse.StatusCode >= 400 && authErr.RawResponse.StatusCode < 500 &&
+		authErr.RawResponse.StatusCode != http.StatusTooManyRequests
+}
+
+// nonRetriable is the marker azcore and azidentity put on errors that
+// retrying cannot cure (the SDK's internal errorinfo.NonRetriable).
+type nonRetriable interface {
+	error
+	NonRetriable()
+}
+
+// noCredential reports whether err says that the client's azidentity
+// credential cannot get a token at all: it has no usable source
+// (DefaultAzureCredential with no environment credentials, no managed
+// identity, no az login; any credential reporting itself unavailable). Such
+// an error comes from azidentity, not from Blob Storage, which the request
+// never reached.
+//
+// azidentity's "credential unavailable" error type is unexported; it carries
+// the NonRetriable marker and wraps nothing. The same marker is also put
+// around other errors by azcore (errorinfo.NonRetriableError around any token
+// failure, a body download error), and those may wrap a transport error or a
+// cancelled context: so only a marked error that wraps nothing counts, and
+// never one with an AuthenticationFailedError (classify judges that by its
+// status), a service answer or a context error anywhere in the chain.
+func noCredential(err error) bool {
+	var re *azcore.ResponseError
+	var authErr *azidentity.AuthenticationFailedError
+	if err == nil || errors.As(err, &re) || errors.As(err, &authErr) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	return markedLeaf(err)
+}
+
+// markedLeaf reports whether err's chain holds a nonRetriable error that
+// wraps no other error.
+func markedLeaf(err error) bool {
+	if _, ok := err.(nonRetriable); ok && errors.Unwrap(err) == nil {
+		if _, multi := err.(interface{ Unwrap() []error }); !multi {
+			return true
+		}
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if next := u.Unwrap(); next != nil {
+			return markedLeaf(next)
+		}
+	case interface{ Unwrap() []error }:
+		for _, next := range u.Unwrap() {
+			if next != nil && markedLeaf(next) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // transient reports whether a failed write attempt is worth retrying at once:
 // a transport error, or a status the service sends for passing trouble.
 func transient(err error) bool {
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
-		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
+			!entraRefused(err) && !noCredential(err)
 	}
 	switch re.StatusCode {
 	case http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusBadGateway,

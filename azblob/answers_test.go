@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 )
 
 // answer builds the error the SDK returns for an Azure answer with this
@@ -34,6 +35,24 @@ Time:2026-11-25T16:00:00.0000000Z</Message></Error>`, code)
 	}
 	return runtime.NewResponseError(resp)
 }
+
+// entraAnswer is the error azidentity returns when Microsoft Entra ID
+// answers a token request with status.
+func entraAnswer(status int) error {
+	return &azidentity.AuthenticationFailedError{RawResponse: &http.Response{
+		StatusCode: status,
+		Status:     fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		Header:     http.Header{},
+		Body:       io.NopCloser(strings.NewReader(`{"error":"invalid_client"}`)),
+	}}
+}
+
+// marked is what azcore's errorinfo.NonRetriableError (internal to the SDK)
+// puts around an error: the NonRetriable marker, over any error at all.
+type marked struct{ error }
+
+func (marked) NonRetriable()   {}
+func (m marked) Unwrap() error { return m.error }
 
 // TestClassify maps the answers Azure documents for Get Blob and Put Blob
 // (https://learn.microsoft.com/rest/api/storageservices/blob-service-error-codes).
@@ -86,9 +105,30 @@ func TestClassify(t *testing.T) {
 		{reset, opReplace, outcomeUnknown, true},
 		{fmt.Errorf("wrapped: %w", context.DeadlineExceeded), opReplace, outcomeUnknown, false},
 		{context.Canceled, opRead, outcomeUnknown, false},
+
+		// Microsoft Entra ID refused the credential, or could not be asked.
+		{entraAnswer(401), opRead, outcomeRefused, false},
+		{entraAnswer(400), opCreate, outcomeRefused, false},
+		{entraAnswer(429), opCreate, outcomeUnknown, true},
+		{entraAnswer(503), opReplace, outcomeUnknown, true},
+		{&azidentity.AuthenticationFailedError{}, opCreate, outcomeUnknown, true}, // no response
+		{marked{entraAnswer(401)}, opRead, outcomeRefused, false},
+		{marked{&azidentity.AuthenticationFailedError{}}, opReplace, outcomeUnknown, true},
+
+		// The credential has nothing to get a token with.
+		{azidentity.NewCredentialUnavailableError("DefaultAzureCredential: failed to acquire a token"), opRead, outcomeRefused, false},
+		{marked{fmt.Errorf("wrapped: %w", azidentity.NewCredentialUnavailableError("AzureCLICredential: executable not found on path"))},
+			opCreate, outcomeRefused, false},
+		// The same marker around a transport error or a context error
+		// (as azcore's bearer token policy puts it around any token
+		// failure) proves nothing.
+		{marked{reset}, opReplace, outcomeUnknown, true},
+		{marked{context.Canceled}, opRead, outcomeUnknown, false},
+		{marked{fmt.Errorf("wrapped: %w", context.DeadlineExceeded)}, opCreate, outcomeUnknown, false},
+		{errors.Join(context.Canceled, azidentity.NewCredentialUnavailableError("x")), opRead, outcomeUnknown, false},
 	}
 	for _, tc := range cases {
-		name := fmt.Sprintf("%s/op%d", describe(tc.err), tc.op)
+		name := fmt.Sprintf("%.60s/op%d", describe(tc.err), tc.op)
 		t.Run(name, func(t *testing.T) {
 			if got := classify(tc.err, tc.op); got != tc.want {
 				t.Errorf("classify = %d, want %d", got, tc.want)

@@ -303,6 +303,11 @@ func (d *Decider) fail(ctx, opCtx context.Context, what string, o outcome, err e
 	case outcomeThrottled:
 		return fmt.Errorf("azblob: %s: %w: %w", what, entry.ErrThrottled, redacted(err))
 	case outcomeRefused:
+		if noCredential(err) {
+			// The SDK's text lists each credential tried and why it
+			// could not be used.
+			return fmt.Errorf("azblob: %s: %w: no Azure credentials are available: %w", what, entry.ErrRefused, redacted(err))
+		}
 		return fmt.Errorf("azblob: %s: %w: %w", what, entry.ErrRefused, redacted(err))
 	}
 	return fmt.Errorf("azblob: %s: %w", what, redacted(err))

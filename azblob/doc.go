@@ -58,7 +58,14 @@
 // is not a conflict are refusals: entry.ErrRefused, and Acquire ends. 503
 // ServerBusy (the account or partition is over its request or bandwidth
 // limit) and 429 are entry.ErrThrottled. 500 OperationTimedOut, other 5xx
-// and transport errors are unknown outcomes. Errors name the blob as
+// and transport errors are unknown outcomes. A token credential that cannot
+// get a token is refused before any request is sent: when it has nothing to
+// get one with (azidentity reports it unavailable: DefaultAzureCredential
+// with no environment credentials, no managed identity and no az login),
+// the error says no Azure credentials are available and lists what was
+// tried; when Microsoft Entra ID refuses it with a 4xx, the error is
+// azidentity's. Entra ID unreachable, or answering 429 or 5xx, is an unknown
+// outcome, retried like a transport error. Errors name the blob as
 // azblob://CONTAINER/BLOB and give the HTTP status and Azure error code; they
 // never repeat an account key or a SAS token (URLs lose their query string).
 //

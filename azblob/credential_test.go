@@ -1,0 +1,135 @@
+package azblob_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	leazblob "github.com/racedecider/leaderelection/azblob"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/faultproxy"
+)
+
+// tokenDecider returns a Decider on blob "job" of container "elections" at a
+// TLS server that fails the test on any request (a request must never be
+// sent without a token), with cred as the client's credential.
+func tokenDecider(t *testing.T, cred azcore.TokenCredential) *leazblob.Decider {
+	t.Helper()
+	var requests atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(func() {
+		srv.Close()
+		if n := requests.Load(); n != 0 {
+			t.Errorf("the server got %d requests; none should be sent without a token", n)
+		}
+	})
+	c, err := container.NewClient(srv.URL+"/devstoreaccount1/elections", cred,
+		&container.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: srv.Client()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := leazblob.NewDecider(c, "job", leazblob.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestNoCredentialIsRefused: a token credential with nothing to get a token
+// with (the Azure CLI credential with no az on PATH: azidentity's own
+// "credential unavailable" error, as DefaultAzureCredential gives on a host
+// with no credentials at all) is a refusal that names the blob and says no
+// credentials are available, not an unknown outcome retried for ever; and
+// Acquire ends with it.
+func TestNoCredentialIsRefused(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // az is not found
+	cred, err := azidentity.NewAzureCLICredential(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := tokenDecider(t, cred)
+	check := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, entry.ErrRefused) {
+			t.Errorf("%s: err = %v, want entry.ErrRefused", what, err)
+			return
+		}
+		for _, w := range []string{"azblob://elections/job", "no Azure credentials are available", "AzureCLICredential"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", what, err, w)
+			}
+		}
+	}
+	_, err = d.ReadCurrent(t.Context())
+	check("ReadCurrent", err)
+	t.Logf("read: %v", err)
+	_, err = d.WriteEntry(t.Context(), faultproxy.Record(0, "w-0", entry.LeaderToken{}))
+	check("WriteEntry (create)", err)
+	_, err = d.WriteEntry(t.Context(), faultproxy.Record(1, "w-1", entry.LeaderToken{Version: `"0x8DD00000000000"`}))
+	check("WriteEntry (replace)", err)
+
+	// The timeout is a safety net: a refusal ends Acquire at once.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err = leaderelection.Config{
+		Decider:      d,
+		LeaderID:     "a",
+		TermLength:   2 * time.Second,
+		MaxClockSkew: 100 * time.Millisecond,
+		OnElected:    func(context.Context, *leaderelection.TimeView) { t.Error("elected without credentials") },
+	}.Acquire(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("Acquire still campaigning after 10s: %v", err)
+	}
+	check("Acquire", err)
+	t.Logf("Acquire: %v", err)
+}
+
+// TestUnreachableEntraIDIsNotRefused: a credential that cannot reach
+// Microsoft Entra ID (a transport error, which the SDK marks non-retriable
+// like any token failure) may succeed later: an unknown outcome, not a
+// refusal.
+func TestUnreachableEntraIDIsNotRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	cred, err := azidentity.NewClientSecretCredential("00000000-0000-0000-0000-000000000000",
+		"00000000-0000-0000-0000-000000000001", "secret", &azidentity.ClientSecretCredentialOptions{
+			ClientOptions: azcore.ClientOptions{
+				Cloud: cloud.Configuration{ActiveDirectoryAuthorityHost: "https://" + dead + "/"},
+				Retry: noSDKRetries,
+			},
+			DisableInstanceDiscovery: true,
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := tokenDecider(t, cred)
+	_, rerr := d.ReadCurrent(t.Context())
+	_, werr := d.WriteEntry(t.Context(), faultproxy.Record(0, "w-0", entry.LeaderToken{}))
+	for what, err := range map[string]error{"read": rerr, "write": werr} {
+		if err == nil || errors.Is(err, entry.ErrRefused) || errors.Is(err, entry.ErrRaceLost) ||
+			strings.Contains(err.Error(), "no Azure credentials") {
+			t.Errorf("%s with Entra ID unreachable: err = %v, want an unknown outcome", what, err)
+		}
+		t.Logf("%s: %v", what, err)
+	}
+}
