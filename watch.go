@@ -172,7 +172,9 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 		expired bool             // last's expiry has been reported
 	)
 	rec, err := w.read(ctx, h, r)
+	pushed := false // rec came from the push channel
 	for err == nil {
+		stale := false // a pushed record that was not news
 		if !exists(rec) && exists(last) {
 			// A deletion, or a stale read from before the record was
 			// written (some stores and file systems serve one after a
@@ -187,6 +189,10 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 			// after one is newer even though its election number
 			// starts again.
 			rec = last
+			// One the push channel brought back (a channel that
+			// lags behind a deletion, or misbehaves) might come
+			// again at once: poll for the next.
+			stale = pushed
 		}
 		if kind, ok := classify(last, rec); ok {
 			c := Change{Kind: kind, Entry: *rec.Clone()}
@@ -211,7 +217,7 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 			cb(ctx, Change{Kind: TermExpired, Entry: *last.Clone()})
 			continue
 		}
-		rec, err = w.next(ctx, wt, h, r, grid, last, live)
+		rec, pushed, err = w.next(ctx, wt, h, r, grid, last, live, stale)
 	}
 	return err
 }
@@ -238,8 +244,11 @@ func (w *WatchConfig) confirmAbsence(ctx context.Context, h *hook, r *rng, absen
 	return absent, nil
 }
 
-// next waits for the next moment worth a look and returns the record then.
-func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, grid *pollGrid, rec *entry.RaceEntry, live bool) (*entry.RaceEntry, error) {
+// next waits for the next moment worth a look and returns the record then,
+// and whether the push channel brought it. stale: the last record the
+// channel brought was not news, so that waiting on it again might bring it
+// back at once, in a loop: this once, poll.
+func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, grid *pollGrid, rec *entry.RaceEntry, live, stale bool) (*entry.RaceEntry, bool, error) {
 	if rec == nil {
 		rec = &entry.RaceEntry{ElectionNumber: entry.NoElections}
 	}
@@ -265,14 +274,22 @@ func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, gri
 	// notifications, a connection dead but not yet found so) failed to
 	// bring, and reporting an expiry is reporting the leader gone. It costs
 	// a read per term that ends unextended; otherwise the push comes first.
-	pushed, _, err := wt.wait(ctx, rec.Token, until)
-	switch {
-	case err != nil:
-		return nil, err
-	case pushed != nil:
-		return pushed, nil
+	if stale {
+		until = minTime(until, now.Add(w.PollInterval))
+		if !w.Clock.SleepUntil(ctx, until) {
+			return nil, false, ctx.Err()
+		}
+	} else {
+		pushed, _, err := wt.wait(ctx, rec.Token, until)
+		switch {
+		case err != nil:
+			return nil, false, err
+		case pushed != nil:
+			return pushed, true, nil
+		}
 	}
-	return w.read(ctx, h, r)
+	rec, err := w.read(ctx, h, r)
+	return rec, false, err
 }
 
 // watchReadTimeout bounds one read by a watcher: long enough for a slow

@@ -205,6 +205,60 @@ func (deafPush) WaitForChange(ctx context.Context, _ entry.LeaderToken) (*entry.
 	return nil, ctx.Err()
 }
 
+// TestWatchStalePushesDoNotLoop checks that a push channel that keeps
+// handing back a record already reported (one that lags behind a deletion,
+// or misbehaves) makes the watcher poll, not wait again at once in a loop.
+func TestWatchStalePushesDoNotLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := newMonitor(t)
+		stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+		next(m)
+		old, err := mem.ReadCurrent(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := &stalePush{RaceDecider: mem, old: old}
+		w, stopWatch := startWatch(t, leaderelection.WatchConfig{Decider: sp, MaxClockSkew: skew, PollInterval: time.Second})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		sp.mu.Lock()
+		waits := sp.waits
+		sp.mu.Unlock()
+		// Stale pushes come once per poll at most: about 10 in 10 s.
+		if waits > 20 {
+			t.Errorf("%d waits on a channel that hands back a stale record, in 10 s of 1 s polls; want one per poll or fewer", waits)
+		}
+		if got := w.String(); !strings.Contains(got, "extended a") {
+			t.Errorf("the watcher reported %q; want the extensions it polled", got)
+		}
+		stopWatch()
+		stopA()
+	})
+}
+
+// stalePush answers every wait at once with the record old, already
+// superseded; after 1000 waits it blocks instead, so that a watcher that
+// loops on it still lets virtual time pass.
+type stalePush struct {
+	leaderelection.RaceDecider
+	old   *entry.RaceEntry
+	mu    sync.Mutex
+	waits int
+}
+
+func (s *stalePush) WaitForChange(ctx context.Context, _ entry.LeaderToken) (*entry.RaceEntry, error) {
+	s.mu.Lock()
+	s.waits++
+	n := s.waits
+	s.mu.Unlock()
+	if n > 1000 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.old.Clone(), nil
+}
+
 // brokenPush claims to push changes but its notifications always fail.
 type brokenPush struct{ leaderelection.RaceDecider }
 
