@@ -455,6 +455,38 @@ func TestObserverSeesFailedWaits(t *testing.T) {
 	})
 }
 
+// A wait that runs its course on a channel that cannot vouch for it (not up
+// yet) is no answer: the Observer sees it as a failed wait, not an ok one
+// (which HealthCheck would count as the store answering).
+func TestObserverSeesUnvouchedWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		w := leaderelection.WatchConfig{Decider: notVouching{memory.NewDecider()}, PollInterval: time.Second, Observer: rec}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- w.Watch(ctx, func(context.Context, leaderelection.Change) {}) }()
+		time.Sleep(30*time.Second + 500*time.Millisecond)
+		cancel()
+		<-done
+		ops := map[string]int{}
+		for _, e := range rec.of(leaderelection.EventStoreRequest) {
+			ops[string(e.Op)+" "+string(e.Result)]++
+		}
+		if ops["wait ok"] != 0 || ops["wait error"] == 0 {
+			t.Errorf("store requests %v; want every wait the channel could not vouch for reported failed", ops)
+		}
+	})
+}
+
+// notVouching is a push channel that never comes up: each wait ends at its
+// deadline with an error of its own, which vouches for nothing.
+type notVouching struct{ leaderelection.RaceDecider }
+
+func (notVouching) WaitForChange(ctx context.Context, _ entry.LeaderToken) (*entry.RaceEntry, error) {
+	<-ctx.Done()
+	return nil, errors.New("test channel: not connected yet")
+}
+
 // A shutdown that interrupts an acquisition whose write was applied but
 // answered with an error reads the record once more and releases it; the
 // Observer sees that read and the release like every other request.

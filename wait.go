@@ -49,15 +49,19 @@ func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Tim
 	defer cancel()
 	began := w.clock.Now()
 	rec, err := w.n.WaitForChange(wctx, tok)
-	vouched := true
+	vouched, reported := true, err
 	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
 		// The wait ran its course. Nothing changed if the channel says
 		// so with the deadline's own error; any other (a channel not up
-		// yet) vouches for nothing, and the caller reads.
+		// yet) vouches for nothing, and the caller reads. Only the
+		// first is an answer (ResultOK) to the Observer.
 		vouched = errors.Is(err, wctx.Err())
+		if vouched {
+			reported = nil
+		}
 		err = nil
 	}
-	w.h.request(OpWait, w.clock.Now().Sub(began), err, ctx.Err())
+	w.h.request(OpWait, w.clock.Now().Sub(began), reported, ctx.Err())
 	switch {
 	case ctx.Err() != nil:
 		return nil, false, ctx.Err()
