@@ -28,6 +28,12 @@ import (
 //   - Acquire returned with an error other than its context's (a store that
 //     refuses for good).
 //
+// It judges by Event.Election, the Decider's name: a Config and a WatchConfig
+// on one Decider in one process are one election to it (the watcher's
+// answered reads keep MaxQuiet satisfied for both, and Acquire's end turns it
+// off for both); give each its own HealthCheck to judge them apart. Watch
+// sends no EventStopped, so a watch that a refusal ended is not seen.
+//
 // Use it for liveness, not readiness: a follower is healthy, and a readiness
 // probe that failed on followers would take them out of service. The zero
 // value is ready to use.
