@@ -51,7 +51,12 @@ type ElectionFaults struct {
 // job; under this many faults they would be noise.
 func RunElectionUnderFaults(t *testing.T, upstream string, newDecider NewDecider, opts ElectionFaults) {
 	term, skew := opts.Timing.TermLength, opts.Timing.MaxClockSkew
-	patience := 5*term + 4*skew
+	// Each election must come, but not fast: a fault is armed on a quiet
+	// proxy until its next request, so that after a cut nearly every
+	// request of the waiting candidates meets one, each lost answer
+	// costing an operation timeout (half a term), and on a loaded machine
+	// (CI's race-detector run, 2 cores) five terms were seen to pass.
+	patience := 10*term + 4*skew
 	m := racedecidertest.NewMonitor(t)
 
 	proxies := make([]*Proxy, 3)
