@@ -175,27 +175,6 @@ func TestWatchSeesRecordRecreated(t *testing.T) {
 	})
 }
 
-// TestWatchDeafNotifierReadsBeforeAnExpiry checks that a push channel that
-// vouches for quiet while delivering nothing (a listener behind a pooler that
-// drops notifications) cannot make the watcher report a live leader's term
-// expired: it reads before saying so.
-func TestWatchDeafNotifierReadsBeforeAnExpiry(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		mem := memory.NewDecider()
-		m := newMonitor(t)
-		stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
-		next(m)
-		w, stopWatch := startWatch(t, leaderelection.WatchConfig{Decider: deafPush{mem}, MaxClockSkew: skew})
-		time.Sleep(3 * term)
-		synctest.Wait()
-		if got := w.String(); strings.Contains(got, "expired") || !strings.Contains(got, "extended a 0") {
-			t.Errorf("with a deaf notifier the watcher reported %q; want extensions and no expiry", got)
-		}
-		stopWatch()
-		stopA()
-	})
-}
-
 // deafPush claims to push changes but delivers none: every wait runs to its
 // deadline, which vouches that nothing changed.
 type deafPush struct{ leaderelection.RaceDecider }
@@ -266,21 +245,30 @@ func (brokenPush) WaitForChange(context.Context, entry.LeaderToken) (*entry.Race
 	return nil, errInjected
 }
 
-// TestWatchBrokenNotifierReads checks that a failing push channel makes the
-// watcher read, rather than take the silence for an expiry.
+// TestWatchBrokenNotifierReads checks that a push channel that fails, or
+// that vouches for quiet while delivering nothing (a listener behind a
+// pooler that drops notifications), makes the watcher read, rather than
+// take the silence for an expiry.
 func TestWatchBrokenNotifierReads(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		mem := memory.NewDecider()
-		m := newMonitor(t)
-		stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
-		next(m)
-		w, stopWatch := startWatch(t, leaderelection.WatchConfig{Decider: brokenPush{mem}, MaxClockSkew: skew})
-		time.Sleep(3 * term)
-		synctest.Wait()
-		if got := w.String(); strings.Contains(got, "expired") || !strings.Contains(got, "extended a 0") {
-			t.Errorf("with a failing notifier the watcher reported %q; want extensions and no expiry", got)
-		}
-		stopWatch()
-		stopA()
-	})
+	for name, wrap := range map[string]func(leaderelection.RaceDecider) leaderelection.RaceDecider{
+		"failing": func(d leaderelection.RaceDecider) leaderelection.RaceDecider { return brokenPush{d} },
+		"deaf":    func(d leaderelection.RaceDecider) leaderelection.RaceDecider { return deafPush{d} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memory.NewDecider()
+				m := newMonitor(t)
+				stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+				next(m)
+				w, stopWatch := startWatch(t, leaderelection.WatchConfig{Decider: wrap(mem), MaxClockSkew: skew})
+				time.Sleep(3 * term)
+				synctest.Wait()
+				if got := w.String(); strings.Contains(got, "expired") || !strings.Contains(got, "extended a 0") {
+					t.Errorf("with a %s notifier the watcher reported %q; want extensions and no expiry", name, got)
+				}
+				stopWatch()
+				stopA()
+			})
+		})
+	}
 }
