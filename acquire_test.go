@@ -3,6 +3,7 @@ package leaderelection_test
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -418,8 +419,15 @@ func TestValidate(t *testing.T) {
 		{"negative skew", func(c *leaderelection.Config) { c.MaxClockSkew = -time.Millisecond }, []string{"MaxClockSkew (-1ms) must not be negative"}},
 		{"term vs skew", func(c *leaderelection.Config) { c.MaxClockSkew = 500 * time.Millisecond },
 			[]string{"TermLength (1s) must be greater than 2 x MaxClockSkew (500ms)", "4 x (2s)"}},
-		{"negative candidates", func(c *leaderelection.Config) { c.ExpectedCandidates = -2 }, []string{"ExpectedCandidates (-2) must not be negative"}},
+		{"negative candidates", func(c *leaderelection.Config) { c.ExpectedCandidates = -2 }, []string{"ExpectedCandidates (-2) must be between 0 and 10000"}},
+		{"too many candidates", func(c *leaderelection.Config) { c.ExpectedCandidates = 1 << 40 }, []string{"ExpectedCandidates (1099511627776) must be between 0 and 10000"}},
+		{"skew whose double overflows", func(c *leaderelection.Config) { c.MaxClockSkew = math.MaxInt64 / 2 }, []string{"must be greater than 2 x MaxClockSkew"}},
+		{"tiny term", func(c *leaderelection.Config) { c.TermLength, c.MaxClockSkew = 100*time.Nanosecond, 0 }, []string{"TermLength (100ns) must be at least 1ms"}},
+		{"tiny poll", func(c *leaderelection.Config) { c.PollInterval = time.Millisecond }, []string{"PollInterval (1ms) must be at least TermLength/64 (15.625ms)"}},
 		{"several", func(c *leaderelection.Config) { c.Decider = nil; c.LeaderID = "" }, []string{"nil Decider", "empty LeaderID"}},
+	}
+	if err := (*leaderelection.Config)(nil).Validate(); err == nil {
+		t.Error("a nil Config's Validate accepted it")
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	clocks "github.com/vimeo/go-clocks"
@@ -157,6 +158,9 @@ type Config struct {
 
 // Validate reports every problem with c, naming the offending values.
 func (c *Config) Validate() error {
+	if c == nil {
+		return errors.New("leaderelection: invalid Config: nil")
+	}
 	var errs []error
 	if c.Decider == nil {
 		errs = append(errs, errors.New("nil Decider"))
@@ -167,8 +171,8 @@ func (c *Config) Validate() error {
 	if c.LeaderID == "" {
 		errs = append(errs, errors.New("empty LeaderID"))
 	}
-	if c.ExpectedCandidates < 0 {
-		errs = append(errs, fmt.Errorf("ExpectedCandidates (%d) must not be negative", c.ExpectedCandidates))
+	if c.ExpectedCandidates < 0 || c.ExpectedCandidates > maxExpectedCandidates {
+		errs = append(errs, fmt.Errorf("ExpectedCandidates (%d) must be between 0 and %d", c.ExpectedCandidates, maxExpectedCandidates))
 	}
 	errs = append(errs, validateTiming(c.TermLength, c.MaxClockSkew, c.PollInterval)...)
 	if len(errs) == 0 {
@@ -191,12 +195,32 @@ func validateTiming(term, skew, poll time.Duration) []error {
 	if len(errs) > 0 {
 		return errs
 	}
-	if term <= 2*skew {
-		errs = append(errs, fmt.Errorf("TermLength (%s) must be greater than 2 x MaxClockSkew (%s); 4 x (%s) or more is recommended",
-			term, skew, 4*skew))
+	if term < minTermLength {
+		errs = append(errs, fmt.Errorf("TermLength (%s) must be at least %s", term, minTermLength))
+	}
+	// term - skew <= skew is term <= 2 x skew without the overflow.
+	if term-skew <= skew {
+		rec := "4 x MaxClockSkew"
+		if skew <= math.MaxInt64/4 {
+			rec = fmt.Sprintf("4 x (%s)", 4*skew)
+		}
+		errs = append(errs, fmt.Errorf("TermLength (%s) must be greater than 2 x MaxClockSkew (%s); %s or more is recommended",
+			term, skew, rec))
+	}
+	if poll > 0 && poll < term/64 {
+		errs = append(errs, fmt.Errorf("PollInterval (%s) must be at least TermLength/64 (%s): each waiting candidate would read the store almost continuously",
+			poll, term/64))
 	}
 	return errs
 }
+
+// minTermLength is the shortest TermLength: below it the engine's backoffs
+// and timeouts, shares of the term, would round to nothing.
+const minTermLength = time.Millisecond
+
+// maxExpectedCandidates bounds ExpectedCandidates, so that the PollInterval
+// derived from it stays within reason (and within a Duration).
+const maxExpectedCandidates = 10000
 
 func orDefault(d, def time.Duration) time.Duration {
 	if d == 0 {
