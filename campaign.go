@@ -652,9 +652,14 @@ func (cd *candidate) writableAt(tok entry.LeaderToken) time.Time {
 // free, whatever records come and go meanwhile.
 func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
 	cd.noteVersion(rec.Token, cd.committedAtMost(rec))
+	// A write conditioned on rec may still apply, unless it was sent so
+	// long ago that the term it asked for is over whatever happens: then
+	// it is forgotten, so that a store whose writes keep timing out does
+	// not make the list grow for ever.
+	now := cd.Clock.Now()
 	kept := cd.pending[:0]
 	for _, p := range cd.pending {
-		if p.on.SameVersion(rec.Token) || p.writeID == rec.WriteID {
+		if p.writeID == rec.WriteID || (p.on.SameVersion(rec.Token) && now.Sub(p.sentAt) < 2*cd.TermLength) {
 			kept = append(kept, p)
 		}
 	}
@@ -726,7 +731,7 @@ func (cd *candidate) tryAcquire(ctx context.Context, rec *entry.RaceEntry) (won 
 		next.Lineage = cd.rng.writeID()
 	}
 	// Past the expiry it asks for, a win would be worthless.
-	stored, won, err = cd.write(ctx, next, next.TermExpiry)
+	stored, won, err = cd.write(ctx, next, next.TermExpiry, 0)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		// The term we asked for ran out before we learnt whether we got
 		// it: either way it is over. Start again from a fresh read.

@@ -3,6 +3,7 @@ package leaderelection
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -34,19 +35,40 @@ func TestWriteNotSentWhenTooLate(t *testing.T) {
 	now := cd.Clock.Now()
 	rec := &entry.RaceEntry{ElectionNumber: 0, Term: 0, LeaderID: "a", TermExpiry: now.Add(time.Second), WriteID: "w"}
 
-	if _, _, err := cd.write(context.Background(), rec, now.Add(-time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, err := cd.write(context.Background(), rec, now.Add(-time.Millisecond), 0); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("deadline passed: err = %v, want DeadlineExceeded", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := cd.write(ctx, rec, now.Add(time.Minute)); !errors.Is(err, context.Canceled) {
+	if _, _, err := cd.write(ctx, rec, now.Add(time.Minute), 0); !errors.Is(err, context.Canceled) {
 		t.Errorf("context ended: err = %v, want Canceled", err)
 	}
 	if d.writes != 0 || len(cd.pending) != 0 {
 		t.Errorf("%d writes sent, %d pending; want none", d.writes, len(cd.pending))
 	}
-	if _, mine, err := cd.write(context.Background(), rec, now.Add(time.Minute)); err != nil || !mine || d.writes != 1 {
+	if _, mine, err := cd.write(context.Background(), rec, now.Add(time.Minute), 0); err != nil || !mine || d.writes != 1 {
 		t.Errorf("in time: mine = %v, err = %v, %d writes; want a write that is ours", mine, err, d.writes)
+	}
+}
+
+// A write whose outcome was unknown is kept while it may still apply and
+// matter: one sent two terms ago can only give a term already over, and is
+// forgotten, so that a store whose writes keep timing out does not make the
+// list of pending writes grow for ever.
+func TestPendingWritesAreForgottenOnceTheirTermIsOver(t *testing.T) {
+	const term = time.Second
+	clock := fake.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := Config{Decider: &countingDecider{}, LeaderID: "a", TermLength: term, Clock: clock,
+		OnElected: func(context.Context, *TimeView) {}}
+	cd := &candidate{Config: c.withDefaults()}
+	tok := entry.LeaderToken{Version: "7"}
+	for i := range 100 {
+		cd.pending = append(cd.pending, pendingWrite{writeID: fmt.Sprint(i), on: tok, sentAt: clock.Now()})
+		clock.Advance(term / 10)
+	}
+	cd.observe(context.Background(), &entry.RaceEntry{ElectionNumber: 3, Term: 3, LeaderID: "b", TermExpiry: clock.Now(), Token: tok})
+	if n := len(cd.pending); n != 19 {
+		t.Errorf("%d pending writes kept of 100 sent a tenth of a term apart, want the 19 sent less than 2 terms ago", n)
 	}
 }
 
@@ -73,7 +95,7 @@ func TestExtensionAfterASpacerWaitCountsFromTheSend(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		stored, mine, err := cd.write(context.Background(), next, now.Add(term))
+		stored, mine, err := cd.write(context.Background(), next, now.Add(term), 0)
 		done <- result{stored, mine, err}
 	}()
 	clock.AwaitSleepers(1)
