@@ -50,14 +50,24 @@
 // # Error classes
 //
 // One function, errorClass, maps PostgreSQL's SQLSTATE codes: a missing table,
-// schema or database, a missing privilege, failed authentication or a server
-// older than PostgreSQL 11 (no sha256) are refusals (entry.ErrRefused: Acquire
-// ends); too many connections, serialization failures, deadlocks, lock
-// timeouts, a server starting up or a read-only standby are throttling
+// schema or database, a table of another shape than the one above (a column
+// missing or of another type, name not unique, another NOT NULL column
+// without a default, a CHECK constraint, a view or materialized view), a
+// missing privilege, failed authentication or a server older than PostgreSQL
+// 11 (no sha256) are refusals (entry.ErrRefused: Acquire ends, naming the
+// table and row); too many connections, serialization failures, deadlocks,
+// lock timeouts, a server starting up or a read-only session are throttling
 // (entry.ErrThrottled: retried with backoff). Both classes are statement
 // errors that abort the statement's transaction, so the write was not applied.
 // Anything else, notably a connection lost while a write was in flight, is an
 // unknown outcome: the engine reads the row back and looks for its write id.
+//
+// A read-only session (read_only_sql_transaction, 25006) is a server that is
+// a standby, such as a primary demoted by a failover while connections to it
+// stayed open, or one with default_transaction_read_only. The connection that
+// answered so is closed, not returned to the pool, and the retry connects
+// anew. Add target_session_attrs=read-write to the connection string (libpq's
+// and pgx's), so that a new connection goes only to a writable server.
 //
 // # Push notifications
 //
@@ -65,10 +75,13 @@
 // pg_notify in its own statement, so the notification is sent if and only if
 // the write commits. The channel is derived from the table and election names
 // (hashed, so it is always a valid identifier of at most 63 bytes).
-// WaitForChange listens on a dedicated connection, taken from the pool on
-// first use and kept until Close; when it breaks, it is reconnected with
-// capped, jittered exponential backoff, and meanwhile WaitForChange fails at
-// once, so that candidates and watchers poll instead.
+// WaitForChange listens on a dedicated connection, one per Decider (so one
+// per election a process takes part in or watches, not one per process),
+// taken from the pool on first use and then removed from it (pgxpool's
+// Hijack), so that it is not counted in the pool's MaxConns
+// (pool_max_conns), and kept until Close; when it breaks, it is reconnected
+// with capped, jittered exponential backoff, and meanwhile WaitForChange
+// fails at once, so that candidates and watchers poll instead.
 //
 // A notification carries the change itself: the version replaced, the new
 // version, the commit time and the record, with a MAC computed in the writing

@@ -30,6 +30,11 @@ func errorClass(err error) error {
 		"42P01", // undefined_table: the table does not exist
 		"42703", // undefined_column: the table is not one CreateTable makes
 		"42804", // datatype_mismatch: likewise
+		"42P10", // invalid_column_reference: ON CONFLICT (name) with name not unique
+		"23502", // not_null_violation: a NOT NULL column without a default that we do not write
+		"23514", // check_violation: a CHECK constraint, or no partition for the row
+		"42809", // wrong_object_type: a materialized view, a composite type
+		"55000", // object_not_in_prerequisite_state: a view that cannot be written
 		"42883", // undefined_function: no sha256, a server before PostgreSQL 11
 		"3F000", // invalid_schema_name: the table's schema does not exist
 		"3D000", // invalid_catalog_name: the database does not exist
@@ -63,6 +68,10 @@ func fix(err error) string {
 		return " (create the table with CreateTable, or the CREATE TABLE in the package documentation)"
 	case "42501":
 		return " (the role needs SELECT, INSERT and UPDATE on the table)"
+	case "42703", "42804", "42P10", "23502", "23514", "42809", "55000":
+		return " (the table is not as CreateTable, or the CREATE TABLE in the package documentation, makes it:" +
+			" a plain table with name text PRIMARY KEY, version bigint, record bytea, committed_at timestamptz" +
+			" and secret bytea, any other column nullable or with a default, and no CHECK constraint)"
 	}
 	return ""
 }

@@ -88,3 +88,28 @@ func AwaitWaiters(ctx context.Context, d *Decider, n int) error {
 		}
 	}
 }
+
+// AwaitReadAsked blocks until d's listener has been asked for a read that
+// has not answered yet (a notification it could not verify, say), or ctx
+// ends. It looks every millisecond.
+func AwaitReadAsked(ctx context.Context, d *Decider) error {
+	l, err := d.listener()
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		l.mu.Lock()
+		ok := l.asked != l.last.asOf
+		l.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}

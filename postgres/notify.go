@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -62,9 +63,13 @@ func (b *backoff) next() time.Duration {
 //
 // While the listener's connection is down (until it is back, with capped
 // jittered backoff), WaitForChange returns an error at once, so that the
-// engine polls instead. A wait that ctx ends before the listener knew token
-// current (still connecting, its read under way) returns an error that does
-// not wrap ctx's: it vouches for nothing, and the engine reads.
+// engine polls instead. A wait that ctx ends returns an error wrapping
+// ctx's only if the listener vouches that nothing changed up to then: it
+// knew token current and has had no notification it could not verify, and
+// no reconnection, since. Otherwise (still connecting, a read under way) the
+// error does not wrap ctx's: it vouches for nothing, and the engine reads.
+// Nor does any error of the listener's own (a read or a connection that
+// timed out).
 func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*entry.RaceEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: wait for a change of %s: %w", d.name, err)
@@ -75,11 +80,9 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 	}
 	// want is the first read whose result answers this waiter: one begun
 	// after the call, or after the last read that found token. Zero until
-	// the listener listens. vouched: the listener knew token current at
-	// some point, so that a wait that ends with no news vouches that
-	// nothing changed.
+	// the listener listens. The listener vouches that nothing changed
+	// while it asked for no read since want-1 (see quiet).
 	var want uint64
-	vouched := false
 	defer func() {
 		if want != 0 {
 			ln.mu.Lock()
@@ -96,7 +99,7 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 		case want == 0:
 			ln.waiters++
 			if ln.vouches(token) {
-				want, vouched = ln.asked+1, true
+				want = ln.asked + 1
 			} else {
 				ln.askLocked()
 				want = ln.asked
@@ -108,23 +111,23 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 		switch state {
 		case down:
 			return nil, fmt.Errorf("postgres: wait for a change of %s: no change notifications: the listener connection is down since %s (reconnecting): %w",
-				d.name, since.Format(time.RFC3339), err)
+				d.name, since.Format(time.RFC3339), noContext(err))
 		case stopped:
 			return nil, fmt.Errorf("postgres: wait for a change of %s: the Decider is closed", d.name)
 		}
 		switch {
 		case got.err != nil:
-			return nil, got.err
+			return nil, noContext(got.err)
 		case got.rec == nil:
 		case !got.rec.Token.SameVersion(token):
 			return got.rec.Clone(), nil
 		default:
 			// Unchanged: the next read after a notification answers.
-			want, vouched = got.asOf+1, true
+			want = got.asOf + 1
 		}
 		select {
 		case <-ctx.Done():
-			if !vouched {
+			if !ln.quiet(want) {
 				// Not ctx.Err() itself: the listener vouches for
 				// nothing (see leaderelection.ChangeNotifier), and
 				// the caller must read.
@@ -134,6 +137,29 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 		case <-wake:
 		}
 	}
+}
+
+// quiet reports whether the listener vouches, now, that nothing changed for
+// a waiter whose answer is the read want: it is listening, and it has asked
+// for no read since want-1, the one that found the waiter's token current
+// (or the last one, current when the waiter arrived), so that no
+// notification it could not verify, no verified change and no reconnection
+// came since. A waiter whose read is still to come (want == asked) is not
+// vouched for.
+func (l *listener) quiet(want uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return want != 0 && l.state == listening && l.asked < want
+}
+
+// noContext returns err, from the listener's own work, such that it does not
+// wrap a context's error: a caller whose deadline has passed too would take
+// that for the deadline's own error, which vouches that nothing changed.
+func noContext(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return errors.New(err.Error())
+	}
+	return err
 }
 
 // listener returns d's listener, starting it on first use.

@@ -406,3 +406,60 @@ func TestWaitVouchesOnlyWhenListening(t *testing.T) {
 		t.Fatalf("WaitForChange on the current version, listening = %v; want the deadline", err)
 	}
 }
+
+// TestWaitVouchesOnlyWhileQuiet: a waiter the listener vouched for, ended
+// while the read that a notification it could not verify asked for is
+// still under way (held here: the pool's one connection is taken), does not
+// wrap its context's error, which would vouch that nothing changed (see
+// leaderelection.ChangeNotifier). Nor does a waiter whose own read timed
+// out (WithTimeout) wrap that read's deadline.
+func TestWaitVouchesOnlyWhileQuiet(t *testing.T) {
+	dsn := serverDSN(t)
+	admin := newPool(t, dsn, 2)
+	table := freshTable(t, admin)
+	election := freshName("election")
+	writer := newDecider(t, newPool(t, dsn, 2), table, election)
+	tok := faultproxy.MustWrite(t, writer, faultproxy.Record(0, "w0", entry.LeaderToken{}))
+	pool := newPool(t, dsn, 1)
+	d := newDecider(t, pool, table, election, postgres.WithTimeout(time.Second))
+	if err := postgres.AwaitListening(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	hold := func() func() {
+		t.Helper()
+		c, err := pool.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := sync.OnceFunc(c.Release)
+		t.Cleanup(release)
+		return release
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := waitAsync(ctx, d, tok)
+	// The listener has read w0 for it and vouches, with no read asked for.
+	if err := postgres.AwaitWaiters(t.Context(), d, 1); err != nil {
+		t.Fatal(err)
+	}
+	release := hold()
+	exec(t, admin, "SELECT pg_notify($1, 'a hint')", postgres.ChannelName(d))
+	if err := postgres.AwaitReadAsked(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	r := <-done
+	if r.err == nil || errors.Is(r.err, context.Canceled) {
+		t.Errorf("WaitForChange ended while the read a hint asked for was under way = %+v, %v; want an error that does not wrap the context's", r.e, r.err)
+	}
+	release()
+
+	// A token the listener has not read costs a read, which times out.
+	release = hold()
+	r = <-waitAsync(t.Context(), d, entry.LeaderToken{Version: "1"})
+	release()
+	if r.err == nil || errors.Is(r.err, context.DeadlineExceeded) || !strings.Contains(r.err.Error(), "no answer within") {
+		t.Fatalf("WaitForChange whose read timed out = %+v, %v; want that read's error, not wrapping its deadline", r.e, r.err)
+	}
+}

@@ -253,7 +253,7 @@ func (d *Decider) read(ctx context.Context) (*entry.RaceEntry, []byte, error) {
 		data, secret []byte
 		commit       time.Time
 	)
-	err := d.pool.QueryRow(opCtx, d.readSQL, d.election).Scan(&version, &data, &commit, &secret)
+	err := d.queryRow(opCtx, d.readSQL, []any{d.election}, &version, &data, &commit, &secret)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil, nil
 	}
@@ -298,14 +298,14 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	if rentry.Token.IsZero() {
 		secret := make([]byte, secretSize)
 		rand.Read(secret)
-		err = d.pool.QueryRow(opCtx, d.createSQL, d.election, int64(0), version, body, d.channel, pushed, secret).Scan(&commit, nil)
+		err = d.queryRow(opCtx, d.createSQL, []any{d.election, int64(0), version, body, d.channel, pushed, secret}, &commit, nil)
 	} else {
 		old, perr := strconv.ParseInt(rentry.Token.Version, 10, 64)
 		if perr != nil {
 			return entry.LeaderToken{}, fmt.Errorf("postgres: write %s: token %q was not made by this backend (want a decimal version)", d.name, rentry.Token.Version)
 		}
 		cond = "replace version " + rentry.Token.Version
-		err = d.pool.QueryRow(opCtx, d.replaceSQL, d.election, old, version, body, d.channel, pushed).Scan(&commit, nil)
+		err = d.queryRow(opCtx, d.replaceSQL, []any{d.election, old, version, body, d.channel, pushed}, &commit, nil)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return entry.LeaderToken{}, fmt.Errorf("postgres: write %s (%s): %w", d.name, cond, entry.ErrRaceLost)
@@ -314,6 +314,29 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		return entry.LeaderToken{}, d.fail(ctx, opCtx, "write "+d.name+" ("+cond+")", err, true)
 	}
 	return entry.LeaderToken{Version: next, CommitTime: commit}, nil
+}
+
+// queryRow runs sql with args on a connection from d's pool and scans its
+// one row into dest. A connection that answered read_only_sql_transaction
+// (25006: a server that is, or has become, a standby after a failover, or a
+// session with default_transaction_read_only) is closed rather than returned
+// to the pool, so that the engine's retry, after its backoff, connects anew:
+// to the new primary once the failover has moved the host name, which
+// target_session_attrs=read-write makes sure of.
+func (d *Decider) queryRow(ctx context.Context, sql string, args []any, dest ...any) error {
+	c, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release() // destroys a closed connection
+	err = c.QueryRow(ctx, sql, args...).Scan(dest...)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "25006" {
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c.Conn().Close(closeCtx)
+		cancel()
+	}
+	return err
 }
 
 // opContext bounds one call by d.timeout.

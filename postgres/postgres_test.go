@@ -1,11 +1,13 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -92,6 +94,50 @@ func TestPermissionDenied(t *testing.T) {
 	}
 }
 
+// TestWrongShapeTable checks that a table that is not as CreateTable makes
+// it is a refusal naming the table and saying what shape it needs, not an
+// unknown outcome that the engine would read back for ever: Acquire ends.
+func TestWrongShapeTable(t *testing.T) {
+	pool := newPool(t, serverDSN(t), 0)
+	const cols = "version bigint NOT NULL, record bytea NOT NULL, committed_at timestamptz NOT NULL, secret bytea NOT NULL"
+	cases := []struct {
+		what, code, create string // create: %s is the table
+	}{
+		{"an id primary key, name not unique", "42P10", "CREATE TABLE %s (id serial PRIMARY KEY, name text NOT NULL, " + cols + ")"},
+		{"an extra NOT NULL column without a default", "23502", "CREATE TABLE %s (name text PRIMARY KEY, " + cols + ", owner text NOT NULL)"},
+		{"a CHECK constraint", "23514", "CREATE TABLE %s (name text PRIMARY KEY, " + cols + ", CHECK (length(record) < 8))"},
+		{"a materialized view", "42809", "CREATE MATERIALIZED VIEW %[1]s AS SELECT 'e'::text AS name, 1::bigint AS version," +
+			" ''::bytea AS record, now() AS committed_at, ''::bytea AS secret WITH NO DATA; CREATE UNIQUE INDEX ON %[1]s (name)"},
+		{"a view that cannot be written", "55000", "CREATE VIEW %s AS SELECT 'e'::text AS name, 1::bigint AS version," +
+			" ''::bytea AS record, now() AS committed_at, ''::bytea AS secret"},
+	}
+	for _, c := range cases {
+		t.Run(c.code, func(t *testing.T) {
+			table := freshName("le_shape")
+			exec(t, pool, fmt.Sprintf(c.create, pgx.Identifier{table}.Sanitize()))
+			d := newDecider(t, pool, table, "e")
+			_, err := d.WriteEntry(t.Context(), faultproxy.Record(0, "w0", entry.LeaderToken{}))
+			if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), c.code) ||
+				!strings.Contains(err.Error(), d.String()) || !strings.Contains(err.Error(), "is not as CreateTable") {
+				t.Errorf("WriteEntry on a table with %s: %v; want ErrRefused with SQLSTATE %s, naming %s and the shape it needs",
+					c.what, err, c.code, d.String())
+			}
+			if c.code != "42P10" && c.code != "23502" {
+				return
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			err = leaderelection.Config{
+				Decider: d, LeaderID: "wrong-shape", TermLength: time.Second, MaxClockSkew: 100 * time.Millisecond,
+				OnElected: func(context.Context, *leaderelection.TimeView) { t.Error("elected on a table of the wrong shape") },
+			}.Acquire(ctx)
+			if !errors.Is(err, entry.ErrRefused) || ctx.Err() != nil || !strings.Contains(err.Error(), d.String()) {
+				t.Errorf("Acquire on a table with %s: %v; want it to end at once with ErrRefused naming %s", c.what, err, d.String())
+			}
+		})
+	}
+}
+
 func TestCreateTable(t *testing.T) {
 	pool := newPool(t, serverDSN(t), 0)
 	table := freshName("le_create")
@@ -174,6 +220,7 @@ func TestErrorClasses(t *testing.T) {
 		"42501": "refused", "42P01": "refused", "42703": "refused", "3D000": "refused",
 		"3F000": "refused", "28000": "refused", "28P01": "refused", "42883": "refused",
 		"53300": "throttled", "53100": "throttled", "40001": "throttled", "40P01": "throttled",
+		"42P10": "refused", "23502": "refused", "23514": "refused", "42809": "refused", "55000": "refused",
 		"55P03": "throttled", "57P03": "throttled", "25006": "throttled",
 		"57014": "unknown", "57P01": "unknown", "08006": "unknown", "XX000": "unknown",
 		"23505": "unknown", "22001": "unknown",
@@ -227,5 +274,27 @@ func BenchmarkReadCurrent(b *testing.B) {
 	faultproxy.MustWrite(b, d, faultproxy.Record(0, "w0", entry.LeaderToken{}))
 	for b.Loop() {
 		faultproxy.MustRead(b, d)
+	}
+}
+
+// TestReadOnlyConnectionDropped: a write answered by a read-only session
+// (25006, as on a primary demoted to a standby with the connection kept) is
+// throttling, and the connection that answered it is not used again, so that
+// the retry reaches a writable server once there is one (here: the role's
+// sessions are read-only, then no longer; only a new session sees that).
+func TestReadOnlyConnectionDropped(t *testing.T) {
+	dsn := serverDSN(t)
+	admin := newPool(t, dsn, 0)
+	table := freshTable(t, admin)
+	user, pw := newRole(t, admin, table, "SELECT, INSERT, UPDATE")
+	exec(t, admin, "ALTER ROLE "+user+" SET default_transaction_read_only = on")
+	d := newDecider(t, newPool(t, withUser(t, dsn, user, pw), 1), table, "e")
+	_, err := d.WriteEntry(t.Context(), faultproxy.Record(0, "w0", entry.LeaderToken{}))
+	if !errors.Is(err, entry.ErrThrottled) || !strings.Contains(err.Error(), "25006") {
+		t.Fatalf("WriteEntry on a read-only session: %v; want ErrThrottled with SQLSTATE 25006", err)
+	}
+	exec(t, admin, "ALTER ROLE "+user+" RESET default_transaction_read_only")
+	if _, err := d.WriteEntry(t.Context(), faultproxy.Record(0, "w0", entry.LeaderToken{})); err != nil {
+		t.Fatalf("WriteEntry after the server became writable: %v; want the read-only connection replaced and the write applied", err)
 	}
 }
