@@ -323,10 +323,14 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 // to the pool, so that the engine's retry, after its backoff, connects anew:
 // to the new primary once the failover has moved the host name, which
 // target_session_attrs=read-write makes sure of.
+//
+// A call that gets no connection (the pool's are all busy until ctx's
+// deadline, or a new one cannot be opened) sent nothing: its error is a
+// notSent, which fail classes as throttled rather than unknown.
 func (d *Decider) queryRow(ctx context.Context, sql string, args []any, dest ...any) error {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return notSent{err}
 	}
 	defer c.Release() // destroys a closed connection
 	err = c.QueryRow(ctx, sql, args...).Scan(dest...)
@@ -338,6 +342,13 @@ func (d *Decider) queryRow(ctx context.Context, sql string, args []any, dest ...
 	}
 	return err
 }
+
+// notSent is the error of a statement that was never sent, for want of a
+// connection.
+type notSent struct{ err error }
+
+func (e notSent) Error() string { return "no connection from the pool: " + e.err.Error() }
+func (e notSent) Unwrap() error { return e.err }
 
 // opContext bounds one call by d.timeout.
 func (d *Decider) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -358,11 +369,19 @@ func (d *Decider) fail(ctx, opCtx context.Context, what string, err error, write
 			return fmt.Errorf("postgres: %s: %w", what, err)
 		}
 		return fmt.Errorf("postgres: %s: %w: %w", what, ctx.Err(), err)
-	case opCtx.Err() != nil:
-		return fmt.Errorf("postgres: %s: no answer within %s (see WithTimeout): %w", what, d.timeout, err)
 	}
 	if class := errorClass(err); class != nil {
 		return fmt.Errorf("postgres: %s: %w: %w%s", what, class, err, fix(err))
+	}
+	var ns notSent
+	switch {
+	case errors.As(err, &ns):
+		// Nothing was sent, so nothing applied: back off and retry.
+		// (The pool may be shared with work that holds its
+		// connections: give the Decider a small pool of its own.)
+		return fmt.Errorf("postgres: %s: %w: %w", what, entry.ErrThrottled, err)
+	case opCtx.Err() != nil:
+		return fmt.Errorf("postgres: %s: no answer within %s (see WithTimeout): %w", what, d.timeout, err)
 	}
 	if write {
 		return fmt.Errorf("postgres: %s: outcome unknown: %w", what, err)

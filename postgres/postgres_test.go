@@ -298,3 +298,25 @@ func TestReadOnlyConnectionDropped(t *testing.T) {
 		t.Fatalf("WriteEntry after the server became writable: %v; want the read-only connection replaced and the write applied", err)
 	}
 }
+
+// TestBusyPoolIsThrottled: a write that gets no connection from the pool (the
+// application holds them all) sent nothing, so it is throttled (backed off
+// and retried), not an unknown outcome that the engine reads back through
+// the same busy pool.
+func TestBusyPoolIsThrottled(t *testing.T) {
+	pool := newPool(t, serverDSN(t), 1)
+	table := freshTable(t, pool)
+	d := newDecider(t, pool, table, freshName("e"), postgres.WithTimeout(200*time.Millisecond))
+	held, err := pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.WriteEntry(t.Context(), faultproxy.Record(0, "w0", entry.LeaderToken{}))
+	held.Release()
+	if !errors.Is(err, entry.ErrThrottled) || !strings.Contains(err.Error(), "no connection from the pool") {
+		t.Fatalf("write with the pool's only connection held = %v; want ErrThrottled saying no connection was had", err)
+	}
+	if _, err := d.WriteEntry(t.Context(), faultproxy.Record(0, "w1", entry.LeaderToken{})); err != nil {
+		t.Fatalf("write once the connection is back = %v", err)
+	}
+}
