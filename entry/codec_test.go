@@ -3,6 +3,9 @@ package entry_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"hash/crc32"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +79,42 @@ func TestRoundTripAndClone(t *testing.T) {
 	c.ConnectionParams[0] = 9
 	if want.HostPort[0] == "changed" || want.ConnectionParams[0] == 9 {
 		t.Error("Clone shares slices with the original")
+	}
+}
+
+// framed returns body under a header of format version major with the
+// body's true checksum, so that only what the header or body says can make
+// Unmarshal refuse it.
+func framed(major int, body string) []byte {
+	sum := crc32.Checksum([]byte(body), crc32.MakeTable(crc32.Castagnoli))
+	return fmt.Appendf(nil, "leaderelection-record v%d crc32c=%08x\n%s", major, sum, body)
+}
+
+// A record of a newer major version, or a body that is not a whole record,
+// is refused even with a checksum that matches: never read as a version 1
+// record, or as one numbered 0 with no leader.
+func TestUnmarshalRefusesWhatIsNotARecord(t *testing.T) {
+	valid, err := entry.Marshal(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(valid[bytes.IndexByte(valid, '\n')+1:])
+	if _, err := entry.Unmarshal(framed(1, body)); err != nil {
+		t.Fatalf("a version 1 record framed here: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"newer major version", framed(2, body), "format version 2"},
+		{"empty object", framed(1, "{}"), `no "election" field`},
+		{"null", framed(1, "null"), "field"},
+		{"no write id", framed(1, `{"election":9,"term":4,"leader":"a","expiry":"2030-01-01T00:00:00Z"}`), `no "writeID" field`},
+	} {
+		e, err := entry.Unmarshal(c.data)
+		if !errors.Is(err, entry.ErrCorruptRecord) || !strings.Contains(fmt.Sprint(err), c.want) {
+			t.Errorf("%s: Unmarshal = %+v, %v; want ErrCorruptRecord saying %q", c.name, e, err, c.want)
+		}
 	}
 }

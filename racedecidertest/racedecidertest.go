@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"strings"
 	"sync"
@@ -63,6 +64,14 @@ func Run(t *testing.T, newDecider func(t *testing.T) leaderelection.RaceDecider)
 	}
 }
 
+// framed returns body under a record header of format version major with
+// the body's true checksum, so that only what the header or body says can
+// make a decoder refuse it.
+func framed(major int, body []byte) []byte {
+	sum := crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli))
+	return append(fmt.Appendf(nil, "leaderelection-record v%d crc32c=%08x\n", major, sum), body...)
+}
+
 // CheckCorrupt stores foreign and damaged content as the record behind d
 // through setRaw (which writes raw bytes to the backing object, outside the
 // backend), and checks that ReadCurrent reports each as an error wrapping
@@ -80,8 +89,9 @@ func CheckCorrupt(t *testing.T, d leaderelection.RaceDecider, setRaw func(t *tes
 		"json-only":      []byte(`{"election":1,"term":1,"leader":"x"}`),
 		"truncated":      valid[:len(valid)-5],
 		"altered":        append(slices.Clone(valid[:len(valid)-2]), '9', '}'),
-		"newer-version":  append([]byte("leaderelection-record v2 crc32c=00000000\n"), valid[bytes.IndexByte(valid, '\n')+1:]...),
+		"newer-version":  framed(2, valid[bytes.IndexByte(valid, '\n')+1:]),
 		"header-no-body": []byte("leaderelection-record v1 crc32c=00000000\n"),
+		"empty-body":     framed(1, []byte("{}")),
 	}
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {
