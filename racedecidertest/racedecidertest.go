@@ -395,10 +395,22 @@ func changeNotifier(t *testing.T, d leaderelection.RaceDecider) {
 		e, err := cn.WaitForChange(t.Context(), tok)
 		done <- result{e, err}
 	}()
-	write(t, d, sampleEntry(1, "w-1"), tok)
-	r := <-done
-	if r.err != nil || r.e.WriteID != "w-1" || r.e.Token.IsZero() {
-		t.Fatalf("WaitForChange across a write = %+v, %v; want the new record with its token", r.e, r.err)
+	tok1 := write(t, d, sampleEntry(1, "w-1"), tok)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("WaitForChange across a write: nothing came within 30s")
+	}
+	if r.err != nil || r.e.WriteID != "w-1" || !r.e.Token.SameVersion(tok1) {
+		t.Fatalf("WaitForChange across a write = %+v, %v; want the new record with its token %+v", r.e, r.err, tok1)
+	}
+	// Nothing changed since: it must block again, not hand back the
+	// current record.
+	short, cancelShort = context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancelShort()
+	if got, err := cn.WaitForChange(short, tok1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForChange on the current token = %+v, %v; want it to block until its context ends", got, err)
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
