@@ -16,6 +16,9 @@ func TestFlags(t *testing.T) {
 		{args: []string{"--help"}, stdout: "--candidates"},
 		{args: []string{"--candidates=1"}, code: 2, stderr: "--candidates (1) must be from 2 to 9"},
 		{args: []string{"--term=1s", "--skew=600ms"}, code: 2, stderr: "must be greater than 2 x --skew"},
+		{args: []string{"--term=1s", "--skew=2562047h"}, code: 2, stderr: "must be greater than 2 x --skew"},
+		{args: []string{"--term=500us"}, code: 2, stderr: "--term (500µs) must be at least 1ms"},
+		{args: []string{"--term=0s"}, code: 2, stderr: "--term (0s) must be at least 1ms"},
 		{args: []string{"extra"}, code: 2, stderr: "unexpected arguments"},
 		{args: []string{"--term=2"}, code: 2, stderr: "parse error"},
 	} {

@@ -71,11 +71,11 @@ func (o *Options) Check(fs *flag.FlagSet) []string {
 	}
 	var p []string
 	switch {
-	case o.Term <= 0:
-		p = append(p, fmt.Sprintf("--term (%s) must be positive", o.Term))
+	case o.Term < time.Millisecond:
+		p = append(p, fmt.Sprintf("--term (%s) must be at least 1ms", o.Term))
 	case o.Skew < 0:
 		p = append(p, fmt.Sprintf("--skew (%s) must not be negative", o.Skew))
-	case o.Term <= 2*o.Skew:
+	case o.Term-o.Skew <= o.Skew: // o.Term <= 2*o.Skew, without the overflow
 		p = append(p, fmt.Sprintf("--term (%s) must be greater than 2 x --skew (%s); 4 x or more is recommended", o.Term, o.Skew))
 	}
 	if o.Candidates < 2 || o.Candidates > 9 {
