@@ -731,7 +731,7 @@ func (cd *candidate) tryAcquire(ctx context.Context, rec *entry.RaceEntry) (won 
 		next.Lineage = cd.rng.writeID()
 	}
 	// Past the expiry it asks for, a win would be worthless.
-	stored, won, err = cd.write(ctx, next, next.TermExpiry, 0)
+	stored, won, err = cd.write(ctx, next, next.TermExpiry)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		// The term we asked for ran out before we learnt whether we got
 		// it: either way it is over. Start again from a fresh read.

@@ -341,39 +341,6 @@ func TestSlowWritesKeepTheTerm(t *testing.T) {
 	}
 }
 
-// An extension request that hangs (a connection dead without a word, a
-// stuck proxy) is given up after a third of the term, so that another has
-// time to land before the term runs out: the leader keeps its term.
-func TestHungExtensionIsRetried(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		m := newMonitor(t)
-		h := &hangFirstExtension{RaceDecider: memory.NewDecider()}
-		stop := runCandidate(t, baseConfig(h, "a", m, nil))
-		a := next(m)
-		time.Sleep(3 * term)
-		if h.hung.Load() != 1 || !m.Ended(a).IsZero() || !a.TV.ValueInFuture() {
-			t.Errorf("after %d hung extension(s) the leader's term ended at %v (TimeView valid: %v); want it kept",
-				h.hung.Load(), m.Ended(a), a.TV.ValueInFuture())
-		}
-		stop()
-	})
-}
-
-// hangFirstExtension leaves the first extension unanswered, and unapplied,
-// until its context ends.
-type hangFirstExtension struct {
-	leaderelection.RaceDecider
-	hung atomic.Int64
-}
-
-func (h *hangFirstExtension) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
-	if !e.Released && e.Term < e.ElectionNumber && h.hung.CompareAndSwap(0, 1) {
-		<-ctx.Done()
-		return entry.LeaderToken{}, ctx.Err()
-	}
-	return h.RaceDecider.WriteEntry(ctx, e)
-}
-
 // lateAnswer applies the first extension at once but answers it only after
 // hold, as a leader paused while the write was in flight sees it.
 type lateAnswer struct {

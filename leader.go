@@ -204,10 +204,8 @@ func (cd *candidate) extend(ctx context.Context, cur *entry.RaceEntry, tv *TimeV
 		next := cd.successor(cur, t0.Add(cd.TermLength))
 		// The deadline is the term held, not the one asked for: past it
 		// this candidate must not believe it leads, whatever the store
-		// says later. One request may take a third of a term, or twice
-		// the slowest recent write if more, so that one that hangs
-		// leaves time for another.
-		stored, mine, err := cd.write(ctx, next, tv.Get(), max(cd.TermLength/3, 2*cd.writes.slowest()))
+		// says later.
+		stored, mine, err := cd.write(ctx, next, tv.Get())
 		switch {
 		case isRefused(err):
 			return nil, false, err
@@ -242,7 +240,7 @@ func (cd *candidate) release(ctx context.Context, cur *entry.RaceEntry) *entry.R
 	for {
 		next := cd.successor(cur, cd.Clock.Now())
 		next.Released = true
-		stored, mine, err := cd.write(rctx, next, deadline, 0)
+		stored, mine, err := cd.write(rctx, next, deadline)
 		switch {
 		case isThrottled(err):
 			// Not applied: back off and try again.

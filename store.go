@@ -99,11 +99,7 @@ func readRetrying(ctx context.Context, clock clocks.Clock, r *rng, rtt *latencie
 // outcome is resolved by reading back write ids, as a transport error can hide
 // a success. Otherwise err is set only when ctx ended or the deadline passed
 // with the outcome still unknown.
-//
-// attempt, if positive, bounds the write request itself (not the reading
-// back): a request that hangs (a connection dead without a word) then
-// leaves time before deadline for another.
-func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline time.Time, attempt time.Duration) (stored *entry.RaceEntry, mine bool, err error) {
+func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline time.Time) (stored *entry.RaceEntry, mine bool, err error) {
 	// A write sent now could only leave an outcome to resolve: its caller
 	// has stopped, or the term it serves is already over (a process that
 	// was paused wakes up here).
@@ -143,11 +139,7 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 	}
 	// Each attempt gets its own id, drawn only for a write that is sent.
 	next.WriteID = cd.rng.writeID()
-	sendBy := deadline
-	if attempt > 0 {
-		sendBy = minTime(deadline, t0.Add(attempt))
-	}
-	wctx, cancel := cd.Clock.ContextWithDeadline(ctx, sendBy)
+	wctx, cancel := cd.Clock.ContextWithDeadline(ctx, deadline)
 	tok, werr := cd.Decider.WriteEntry(wctx, next)
 	cancel()
 	t1 := cd.Clock.Now()

@@ -35,18 +35,18 @@ func TestWriteNotSentWhenTooLate(t *testing.T) {
 	now := cd.Clock.Now()
 	rec := &entry.RaceEntry{ElectionNumber: 0, Term: 0, LeaderID: "a", TermExpiry: now.Add(time.Second), WriteID: "w"}
 
-	if _, _, err := cd.write(context.Background(), rec, now.Add(-time.Millisecond), 0); !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, err := cd.write(context.Background(), rec, now.Add(-time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("deadline passed: err = %v, want DeadlineExceeded", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := cd.write(ctx, rec, now.Add(time.Minute), 0); !errors.Is(err, context.Canceled) {
+	if _, _, err := cd.write(ctx, rec, now.Add(time.Minute)); !errors.Is(err, context.Canceled) {
 		t.Errorf("context ended: err = %v, want Canceled", err)
 	}
 	if d.writes != 0 || len(cd.pending) != 0 {
 		t.Errorf("%d writes sent, %d pending; want none", d.writes, len(cd.pending))
 	}
-	if _, mine, err := cd.write(context.Background(), rec, now.Add(time.Minute), 0); err != nil || !mine || d.writes != 1 {
+	if _, mine, err := cd.write(context.Background(), rec, now.Add(time.Minute)); err != nil || !mine || d.writes != 1 {
 		t.Errorf("in time: mine = %v, err = %v, %d writes; want a write that is ours", mine, err, d.writes)
 	}
 }
@@ -95,7 +95,7 @@ func TestExtensionAfterASpacerWaitCountsFromTheSend(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		stored, mine, err := cd.write(context.Background(), next, now.Add(term), 0)
+		stored, mine, err := cd.write(context.Background(), next, now.Add(term))
 		done <- result{stored, mine, err}
 	}()
 	clock.AwaitSleepers(1)
