@@ -174,7 +174,6 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 	rec, err := w.read(ctx, h, r)
 	pushed := false // rec came from the push channel
 	for err == nil {
-		stale := false // a pushed record that was not news
 		if !exists(rec) && exists(last) {
 			// A deletion, or a stale read from before the record was
 			// written (some stores and file systems serve one after a
@@ -189,12 +188,13 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 			// after one is newer even though its election number
 			// starts again.
 			rec = last
-			// One the push channel brought back (a channel that
-			// lags behind a deletion, or misbehaves) might come
-			// again at once: poll for the next.
-			stale = pushed
 		}
-		if kind, ok := classify(last, rec); ok {
+		kind, news := classify(last, rec)
+		// A record the push channel brought that is not news (one that
+		// lags behind a deletion, or misbehaves) might come again at
+		// once: poll for the next.
+		stale := pushed && !news
+		if news {
 			c := Change{Kind: kind, Entry: *rec.Clone()}
 			if kind == RecordDeleted {
 				c.Entry = *last.Clone()
@@ -215,6 +215,7 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 		if live && !w.Clock.Now().Before(last.TermExpiry) && sameRecord(last, rec) {
 			expired = true
 			cb(ctx, Change{Kind: TermExpired, Entry: *last.Clone()})
+			pushed = false // the news was the expiry
 			continue
 		}
 		rec, pushed, err = w.next(ctx, wt, h, r, grid, last, live, stale)
