@@ -363,7 +363,15 @@ func (d *Decider) opContext(ctx context.Context) (context.Context, context.Cance
 // when the server's answer proves the statement was not applied, and, for a
 // write, saying the outcome is unknown otherwise.
 func (d *Decider) fail(ctx, opCtx context.Context, what string, err error, write bool) error {
+	var ns notSent
 	switch {
+	case errors.As(err, &ns) && errorClass(err) == nil:
+		// Nothing was sent, so nothing applied, whichever deadline
+		// passed first (the caller's too: an engine write's ends with
+		// the term): back off and retry. (The pool may be shared with
+		// work that holds its connections: give the Decider a small
+		// pool of its own.) err wraps the context's error, if any.
+		return fmt.Errorf("postgres: %s: %w: %w", what, entry.ErrThrottled, err)
 	case ctx.Err() != nil:
 		if errors.Is(err, ctx.Err()) {
 			return fmt.Errorf("postgres: %s: %w", what, err)
@@ -373,14 +381,7 @@ func (d *Decider) fail(ctx, opCtx context.Context, what string, err error, write
 	if class := errorClass(err); class != nil {
 		return fmt.Errorf("postgres: %s: %w: %w%s", what, class, err, fix(err))
 	}
-	var ns notSent
-	switch {
-	case errors.As(err, &ns):
-		// Nothing was sent, so nothing applied: back off and retry.
-		// (The pool may be shared with work that holds its
-		// connections: give the Decider a small pool of its own.)
-		return fmt.Errorf("postgres: %s: %w: %w", what, entry.ErrThrottled, err)
-	case opCtx.Err() != nil:
+	if opCtx.Err() != nil {
 		return fmt.Errorf("postgres: %s: no answer within %s (see WithTimeout): %w", what, d.timeout, err)
 	}
 	if write {

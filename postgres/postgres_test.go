@@ -312,9 +312,18 @@ func TestBusyPoolIsThrottled(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = d.WriteEntry(t.Context(), faultproxy.Record(0, "w0", entry.LeaderToken{}))
-	held.Release()
 	if !errors.Is(err, entry.ErrThrottled) || !strings.Contains(err.Error(), "no connection from the pool") {
 		t.Fatalf("write with the pool's only connection held = %v; want ErrThrottled saying no connection was had", err)
+	}
+	// The same when the caller's deadline (an engine write's ends with
+	// the term) passes before the Decider's timeout.
+	d2 := newDecider(t, pool, table, freshName("e"))
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	_, err = d2.WriteEntry(ctx, faultproxy.Record(0, "w0", entry.LeaderToken{}))
+	cancel()
+	held.Release()
+	if !errors.Is(err, entry.ErrThrottled) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("write with the pool's only connection held past the caller's deadline = %v; want ErrThrottled, wrapping the deadline", err)
 	}
 	if _, err := d.WriteEntry(t.Context(), faultproxy.Record(0, "w1", entry.LeaderToken{})); err != nil {
 		t.Fatalf("write once the connection is back = %v", err)
