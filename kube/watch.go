@@ -126,9 +126,10 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 		case s.version() == token.Version:
 			// Unchanged as far as the watch knows.
 			vouched = true
-		case token.IsZero() && s.listedAt.After(began):
-			// No Lease when token was read; a LIST sent since found
-			// one.
+		case s.listedAt.After(began):
+			// A LIST sent since the call began (the watch's relist)
+			// found another version than token, read before it: a
+			// change, whether or not the watch saw token.
 			return d.fromWatch(s.lease)
 		case !token.IsZero() && s.recent[token.Version]:
 			// The watch saw token and then what replaced it: events
@@ -151,7 +152,7 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 		}
 		select {
 		case <-ctx.Done():
-			if !vouched || !w.established() {
+			if !vouched || !w.unchanged(s.wake) {
 				return nil, d.notWatched(ctx)
 			}
 			return nil, fmt.Errorf("kube: wait for a change of %s: %w", d.name, ctx.Err())
@@ -286,11 +287,13 @@ func (w *watcher) await(ctx context.Context) (snapshot, error) {
 	}
 }
 
-// established reports whether a watch is established now.
-func (w *watcher) established() bool {
+// unchanged reports whether a watch is established now and nothing has
+// happened since the snapshot whose wake channel is wake was taken (every
+// change, of the Lease or of the state, closes and replaces it).
+func (w *watcher) unchanged(wake <-chan struct{}) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.state == watching
+	return w.state == watching && w.wake == wake
 }
 
 // broadcast wakes every waiter. Call with w.mu held.
