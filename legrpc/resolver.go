@@ -501,6 +501,11 @@ func (r *electionResolver) updateLocked() {
 	}
 	if why != "" {
 		key := noLeader + why
+		if r.stopped != nil {
+			// The error gRPC gets carries the refusal: once the store
+			// answers, the same state is handed over again without it.
+			key += stoppedMark
+		}
 		if r.pushed == key {
 			return
 		}

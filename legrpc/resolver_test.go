@@ -502,6 +502,35 @@ func TestResolverFollowsAgainAfterRefusal(t *testing.T) {
 	}
 }
 
+// A term that runs out while the store refuses is reported with the
+// refusal; once the store answers, the same state is handed to gRPC again
+// without it, rather than leaving calls failing with a refusal long over.
+func TestResolverDropsTheRefusalOnceAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &refusing{polling: polling{d: memory.NewDecider()}}
+		put(t, store.d, "a", true, time.Now().Add(3*time.Second), nil)
+		rec, r := build(t, leaderelection.WatchConfig{Decider: store, MaxClockSkew: time.Second, PollInterval: time.Second})
+		defer r.Close()
+		synctest.Wait()
+		if got := rec.addrs(); len(got) != 1 || got[0] != "a:443" {
+			t.Fatalf("resolved %q, want a:443", got)
+		}
+		store.refuse.Store(true)
+		time.Sleep(5 * time.Second) // a's term runs out while reads are refused
+		synctest.Wait()
+		if _, _, err := rec.last(); !errors.Is(err, legrpc.ErrNoLeader) || !errors.Is(err, leaderelection.ErrRefused) {
+			t.Fatalf("after the term ran out, refused: gRPC was told %v; want ErrNoLeader with the refusal", err)
+		}
+		store.refuse.Store(false)
+		time.Sleep(2 * time.Minute) // the retries back off up to a minute
+		synctest.Wait()
+		if _, _, err := rec.last(); !errors.Is(err, legrpc.ErrNoLeader) || errors.Is(err, leaderelection.ErrRefused) ||
+			!strings.Contains(err.Error(), "expired") {
+			t.Fatalf("once the store answers gRPC is told %v; want ErrNoLeader (expired) without the refusal", err)
+		}
+	})
+}
+
 // A failed first read on a store that pushes is retried until one succeeds:
 // with nobody elected the watcher reports nothing, and clients must not be
 // left with the failed read's error. (It used to be read once.)
