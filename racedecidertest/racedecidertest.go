@@ -35,6 +35,11 @@ var (
 // documented on leaderelection.RaceDecider (and ChangeNotifier, when it
 // implements it). Every call of newDecider must return a decider on a new,
 // empty election that no other call shares.
+//
+// Its writers race through one client. A backend should also race separate
+// clients of one object (RaceWriters), and check with its store's own fault
+// injection that a write whose answer was lost is never reported as a lost
+// race: Run can do neither.
 func Run(t *testing.T, newDecider func(t *testing.T) leaderelection.RaceDecider) {
 	t.Helper()
 	checks := []struct {
