@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -295,28 +296,41 @@ func TestHangingServer(t *testing.T) {
 // the error is a refusal saying there are no credentials, for reads and
 // writes alike.
 func TestNoCredentials(t *testing.T) {
+	type metadataCase struct{ name, endpoint, want string }
+	var cases []metadataCase
 	for _, status := range []int{403, 404} {
 		metadata := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(status) }))
 		t.Cleanup(metadata.Close)
+		cases = append(cases, metadataCase{fmt.Sprintf("answering %d", status), metadata.URL,
+			fmt.Sprintf("no AWS credentials: ec2imds answered %d", status)})
+	}
+	// Off EC2 there is no metadata service to answer: the connection is
+	// refused (here, a port nothing listens on).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases, metadataCase{"refusing the connection", "http://" + ln.Addr().String(), "no AWS credentials: ec2imds cannot be reached"})
+	ln.Close()
+	for _, mc := range cases {
 		store := newCannedServer(t, canned{status: 200})
 		c := ddb.New(ddb.Options{
 			Region:       "us-east-1",
 			BaseEndpoint: aws.String(store.url),
 			Credentials: aws.NewCredentialsCache(ec2rolecreds.New(func(o *ec2rolecreds.Options) {
-				o.Client = imds.New(imds.Options{Endpoint: metadata.URL, Retryer: aws.NopRetryer{}})
+				o.Client = imds.New(imds.Options{Endpoint: mc.endpoint, Retryer: aws.NopRetryer{}})
 			})),
 		})
 		d, err := ledynamodb.NewDecider(c, "elections", "key")
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := fmt.Sprintf("no AWS credentials: ec2imds answered %d", status)
-		if _, err := d.ReadCurrent(t.Context()); !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), want) {
-			t.Errorf("ReadCurrent, metadata service answering %d: %v; want a refusal saying %q", status, err, want)
+		if _, err := d.ReadCurrent(t.Context()); !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), mc.want) {
+			t.Errorf("ReadCurrent, metadata service %s: %v; want a refusal saying %q", mc.name, err, mc.want)
 		}
 		_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, Term: 1, LeaderID: "a", WriteID: "w"})
-		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), want) {
-			t.Errorf("WriteEntry, metadata service answering %d: %v; want a refusal saying %q", status, err, want)
+		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), mc.want) {
+			t.Errorf("WriteEntry, metadata service %s: %v; want a refusal saying %q", mc.name, err, mc.want)
 		}
 		if n := len(store.requests()); n != 0 {
 			t.Errorf("DynamoDB was asked %d times", n)

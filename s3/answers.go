@@ -54,11 +54,6 @@ const (
 // this reason too: a HEAD answer has no body, so a missing key and a missing
 // bucket would both be a bare 404.
 func classify(err error, req request) (class, string) {
-	var re *smithyhttp.ResponseError
-	if !errors.As(err, &re) || re.HTTPStatusCode() == 0 {
-		return unknown, "" // no answer: timeout, reset, refused connection, ...
-	}
-	status := re.HTTPStatusCode()
 	if refusal, fromProvider := awscreds.Answer(err, "S3"); fromProvider {
 		// Not the store's answer, but the credential provider's.
 		if refusal != "" {
@@ -66,6 +61,11 @@ func classify(err error, req request) (class, string) {
 		}
 		return unknown, ""
 	}
+	var re *smithyhttp.ResponseError
+	if !errors.As(err, &re) || re.HTTPStatusCode() == 0 {
+		return unknown, "" // no answer: timeout, reset, refused connection, ...
+	}
+	status := re.HTTPStatusCode()
 	code, msg := "", ""
 	var ae smithy.APIError
 	if errors.As(err, &ae) {

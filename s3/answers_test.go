@@ -493,6 +493,30 @@ func TestNoCredentials(t *testing.T) {
 			t.Errorf("metadata service answering %d: %v; want a refusal saying %q", status, err, want)
 		}
 	}
+	// Off EC2 there is no metadata service to answer: the connection is
+	// refused (here, a port nothing listens on).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	c := s3.New(s3.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(store.url),
+		UsePathStyle: true,
+		Credentials: aws.NewCredentialsCache(ec2rolecreds.New(func(o *ec2rolecreds.Options) {
+			o.Client = imds.New(imds.Options{Endpoint: closed, Retryer: aws.NopRetryer{}})
+		})),
+		Retryer: aws.NopRetryer{},
+	})
+	d, err := les3.NewDecider(c, "bucket", "key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.ReadCurrent(t.Context()); !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "no AWS credentials: ec2imds cannot be reached") {
+		t.Errorf("metadata service refusing the connection: %v; want a refusal saying it cannot be reached", err)
+	}
 	if n := len(store.hosts()); n != 0 {
 		t.Errorf("the store was asked %d times", n)
 	}

@@ -8,6 +8,7 @@ package awscreds
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 
 	smithy "github.com/aws/smithy-go"
@@ -18,8 +19,9 @@ import (
 // service (the store's ServiceID, such as "S3"): a credential provider, such
 // as the EC2 instance metadata service, STS or SSO. If so, refusal says why
 // there are no credentials when that answer was a 4xx other than 408 and
-// 429, which waiting will not change; it is empty for an answer that may
-// pass.
+// 429, which waiting will not change, or when the provider refused the
+// connection (no instance metadata service off EC2); it is empty for an
+// answer that may pass.
 func Answer(err error, service string) (refusal string, fromProvider bool) {
 	answeredBy := service
 	for e := err; e != nil; e = errors.Unwrap(e) {
@@ -37,6 +39,19 @@ func Answer(err error, service string) (refusal string, fromProvider bool) {
 				return fmt.Sprintf("no AWS credentials: %s answered %d", answeredBy, status), true
 			}
 			return "", true
+		case *smithyhttp.RequestSendError:
+			// No answer at all. From the store, an unknown outcome;
+			// from a credential provider that refused the connection
+			// outright (no instance metadata service off EC2: the
+			// connection is refused, or there is no route to it), no
+			// credentials, and waiting will not change that. A
+			// timeout may be this call's own deadline, and stays
+			// unknown.
+			var ne *net.OpError
+			if answeredBy == service || !errors.As(e, &ne) || ne.Op != "dial" || ne.Timeout() {
+				return "", answeredBy != service
+			}
+			return fmt.Sprintf("no AWS credentials: %s cannot be reached (%v)", answeredBy, ne.Err), true
 		}
 	}
 	return "", false

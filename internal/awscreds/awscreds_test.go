@@ -3,7 +3,9 @@ package awscreds
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"syscall"
 	"testing"
 
 	smithy "github.com/aws/smithy-go"
@@ -22,6 +24,9 @@ func TestAnswer(t *testing.T) {
 	viaCreds := func(status int) error {
 		return op("S3", fmt.Errorf("get identity: get credentials: %w", op("ec2imds", answer(status))))
 	}
+	viaCredsUnanswered := func(err error) error {
+		return op("S3", fmt.Errorf("get identity: get credentials: %w", op("ec2imds", &smithyhttp.RequestSendError{Err: err})))
+	}
 	for _, c := range []struct {
 		name         string
 		err          error
@@ -34,6 +39,11 @@ func TestAnswer(t *testing.T) {
 		{"metadata service 404", viaCreds(404), "no AWS credentials: ec2imds answered 404", true},
 		{"metadata service 429", viaCreds(429), "", true},
 		{"metadata service 500", viaCreds(500), "", true},
+		{"metadata service refusing the connection", viaCredsUnanswered(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}),
+			"no AWS credentials: ec2imds cannot be reached (connection refused)", true},
+		{"metadata service timing out", viaCredsUnanswered(&net.OpError{Op: "dial", Net: "tcp", Err: timeoutErr{}}), "", true},
+		{"metadata service cut off mid-read", viaCredsUnanswered(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}), "", true},
+		{"the store refusing the connection", op("S3", &smithyhttp.RequestSendError{Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}), "", false},
 	} {
 		refusal, from := Answer(c.err, "S3")
 		if refusal != c.refusal || from != c.fromProvider {
@@ -41,3 +51,10 @@ func TestAnswer(t *testing.T) {
 		}
 	}
 }
+
+// timeoutErr is a network error that timed out.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
