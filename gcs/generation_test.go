@@ -5,12 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/fsouza/fake-gcs-server/fakestorage"
 
 	"github.com/racedecider/leaderelection/entry"
 )
@@ -23,45 +20,37 @@ import (
 // engine does, finds the write and its generation, and the next write
 // conditioned on it succeeds.
 func TestWriteWithoutGeneration(t *testing.T) {
-	opts := fakeOptions()
-	opts.NoListener = true
-	srv, err := fakestorage.NewServerWithOptions(opts)
-	if err != nil {
-		t.Fatalf("starting fake-gcs-server: %v", err)
-	}
-	t.Cleanup(srv.Stop)
-	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: testBucket})
 	var uploads, stripped atomic.Int64
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, "/upload/") {
-			srv.HTTPHandler().ServeHTTP(w, r)
-			return
-		}
-		rec := httptest.NewRecorder()
-		srv.HTTPHandler().ServeHTTP(rec, r)
-		body := rec.Body.Bytes()
-		var obj map[string]any
-		// Only the first upload's answer loses its generation.
-		if uploads.Add(1) == 1 && rec.Code == http.StatusOK && json.Unmarshal(body, &obj) == nil {
-			if _, ok := obj["generation"]; ok {
-				delete(obj, "generation")
-				stripped.Add(1)
+	em := newEmulatorBehind(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasPrefix(r.URL.Path, "/upload/") {
+				next.ServeHTTP(w, r)
+				return
 			}
-			body, _ = json.Marshal(obj)
-		}
-		for k, v := range rec.Header() {
-			if k != "Content-Length" {
-				w.Header()[k] = v
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			body := rec.Body.Bytes()
+			var obj map[string]any
+			// Only the first upload's answer loses its generation.
+			if uploads.Add(1) == 1 && rec.Code == http.StatusOK && json.Unmarshal(body, &obj) == nil {
+				if _, ok := obj["generation"]; ok {
+					delete(obj, "generation")
+					stripped.Add(1)
+				}
+				body, _ = json.Marshal(obj)
 			}
-		}
-		w.WriteHeader(rec.Code)
-		_, _ = w.Write(body)
-	}))
-	t.Cleanup(hs.Close)
-	u, _ := url.Parse(hs.URL)
+			for k, v := range rec.Header() {
+				if k != "Content-Length" {
+					w.Header()[k] = v
+				}
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(body)
+		})
+	})
 	object := freshObject(t)
-	d := newDecider(t, newClient(t, u.Host), object)
-	direct := newDecider(t, newClient(t, u.Host), object)
+	d := newDecider(t, newClient(t, em.addr), object)
+	direct := newDecider(t, newClient(t, em.addr), object)
 
 	tok, err := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
 	if stripped.Load() != 1 {

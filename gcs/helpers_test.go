@@ -56,6 +56,19 @@ func newEmulator(t *testing.T) *emulator {
 // answer uploads with HTTP errors.
 func newFaultyEmulator(t *testing.T) *emulator {
 	t.Helper()
+	var in *injector
+	e := newEmulatorBehind(t, func(next http.Handler) http.Handler {
+		in = &injector{next: next}
+		return in
+	})
+	e.inject = in
+	return e
+}
+
+// newEmulatorBehind serves the emulator's handler through the handler wrap
+// makes of it.
+func newEmulatorBehind(t *testing.T, wrap func(next http.Handler) http.Handler) *emulator {
+	t.Helper()
 	opts := fakeOptions()
 	opts.NoListener = true
 	srv, err := fakestorage.NewServerWithOptions(opts)
@@ -64,10 +77,9 @@ func newFaultyEmulator(t *testing.T) *emulator {
 	}
 	t.Cleanup(srv.Stop)
 	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: testBucket})
-	in := &injector{next: srv.HTTPHandler()}
-	hs := httptest.NewServer(in)
+	hs := httptest.NewServer(wrap(srv.HTTPHandler()))
 	t.Cleanup(hs.Close)
-	return &emulator{srv: srv, addr: hs.Listener.Addr().String(), inject: in}
+	return &emulator{srv: srv, addr: hs.Listener.Addr().String()}
 }
 
 // client returns a storage client for the emulator reached at addr (the

@@ -65,34 +65,24 @@ func PoolOf(d *Decider) *pgxpool.Pool { return d.pool }
 func TableOf(d *Decider) string { return strings.Join(d.table, ".") }
 
 // AwaitWaiters blocks until n WaitForChange calls wait on d's listener with
-// every read asked for answered, or ctx ends. Nothing signals a waiter's
-// arrival, so it looks every millisecond.
+// every read asked for answered, or ctx ends.
 func AwaitWaiters(ctx context.Context, d *Decider, n int) error {
-	l, err := d.listener()
-	if err != nil {
-		return err
-	}
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		l.mu.Lock()
-		ok := l.state == listening && l.waiters == n && l.asked == l.last.asOf
-		l.mu.Unlock()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
+	return awaitListener(ctx, d, func(l *listener) bool {
+		return l.state == listening && l.waiters == n && l.asked == l.last.asOf
+	})
 }
 
 // AwaitReadAsked blocks until d's listener has been asked for a read that
 // has not answered yet (a notification it could not verify, say), or ctx
-// ends. It looks every millisecond.
+// ends.
 func AwaitReadAsked(ctx context.Context, d *Decider) error {
+	return awaitListener(ctx, d, func(l *listener) bool { return l.asked != l.last.asOf })
+}
+
+// awaitListener blocks until ok, called with the listener's lock held,
+// holds, or ctx ends. Nothing signals what it waits for, so it looks every
+// millisecond.
+func awaitListener(ctx context.Context, d *Decider, ok func(*listener) bool) error {
 	l, err := d.listener()
 	if err != nil {
 		return err
@@ -101,9 +91,9 @@ func AwaitReadAsked(ctx context.Context, d *Decider) error {
 	defer tick.Stop()
 	for {
 		l.mu.Lock()
-		ok := l.asked != l.last.asOf
+		done := ok(l)
 		l.mu.Unlock()
-		if ok {
+		if done {
 			return nil
 		}
 		select {

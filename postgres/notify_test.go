@@ -363,19 +363,7 @@ func TestWaitVouchesOnlyWhenListening(t *testing.T) {
 
 	pool := newPool(t, dsn, 1)
 	d := newDecider(t, pool, table, election)
-	// Each connection held is released at the latest before d closes,
-	// which waits for its listener.
-	hold := func() func() {
-		t.Helper()
-		c, err := pool.Acquire(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		release := sync.OnceFunc(c.Release)
-		t.Cleanup(release)
-		return release
-	}
-	release := hold() // the listener cannot connect
+	release := holdConn(t, pool) // the listener cannot connect
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	_, err := d.WaitForChange(ctx, tok)
 	cancel()
@@ -390,7 +378,7 @@ func TestWaitVouchesOnlyWhenListening(t *testing.T) {
 	// Listening (on a connection the listener took from the pool for
 	// good), but its read of the row, which a token it has not read
 	// needs, waits for the pool's connection.
-	release = hold()
+	release = holdConn(t, pool)
 	ctx, cancel = context.WithTimeout(t.Context(), 200*time.Millisecond)
 	_, err = d.WaitForChange(ctx, tok)
 	cancel()
@@ -425,17 +413,6 @@ func TestWaitVouchesOnlyWhileQuiet(t *testing.T) {
 	if err := postgres.AwaitListening(t.Context(), d); err != nil {
 		t.Fatal(err)
 	}
-	hold := func() func() {
-		t.Helper()
-		c, err := pool.Acquire(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		release := sync.OnceFunc(c.Release)
-		t.Cleanup(release)
-		return release
-	}
-
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	done := waitAsync(ctx, d, tok)
@@ -443,7 +420,7 @@ func TestWaitVouchesOnlyWhileQuiet(t *testing.T) {
 	if err := postgres.AwaitWaiters(t.Context(), d, 1); err != nil {
 		t.Fatal(err)
 	}
-	release := hold()
+	release := holdConn(t, pool)
 	exec(t, admin, "SELECT pg_notify($1, 'a hint')", postgres.ChannelName(d))
 	if err := postgres.AwaitReadAsked(t.Context(), d); err != nil {
 		t.Fatal(err)
@@ -456,10 +433,24 @@ func TestWaitVouchesOnlyWhileQuiet(t *testing.T) {
 	release()
 
 	// A token the listener has not read costs a read, which times out.
-	release = hold()
+	release = holdConn(t, pool)
 	r = <-waitAsync(t.Context(), d, entry.LeaderToken{Version: "1"})
 	release()
 	if r.err == nil || errors.Is(r.err, context.DeadlineExceeded) || !strings.Contains(r.err.Error(), "no connection from the pool") {
 		t.Fatalf("WaitForChange whose read timed out = %+v, %v; want that read's error, not wrapping its deadline", r.e, r.err)
 	}
+}
+
+// holdConn takes one of pool's connections and returns its release, which
+// runs at the latest when the test ends, before a Decider on pool closes
+// (Close waits for its listener).
+func holdConn(t *testing.T, pool *pgxpool.Pool) func() {
+	t.Helper()
+	c, err := pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := sync.OnceFunc(c.Release)
+	t.Cleanup(release)
+	return release
 }
