@@ -38,9 +38,9 @@
 // any other 4xx answer but 408 and 429 (DynamoDB did not act on the
 // request), among them those of an endpoint that is not DynamoDB at all (an
 // HTML page from a proxy, S3's XML, an empty body): the error names the
-// endpoint. TransactionConflictException, ReplicatedWriteConflictException
-// and ExpiredTokenException, 400s that a later attempt may pass, are not
-// refusals.
+// endpoint. TransactionConflictException and
+// ReplicatedWriteConflictException, 400s that a later attempt may pass, are
+// not refusals.
 //
 // # Retries and unknown outcomes
 //

@@ -48,9 +48,11 @@ func classify(err error) error {
 		"SerializationException":              // a request DynamoDB cannot parse
 		return entry.ErrRefused
 	case "TransactionConflictException", // the item is in a transaction: try again
-		"ReplicatedWriteConflictException", // a concurrent write in another region: try again
-		"ExpiredTokenException":            // the session token expired: the SDK fetches another
-		// 400s that a later attempt may pass: not a refusal.
+		"ReplicatedWriteConflictException": // a concurrent write in another region: try again
+		// 400s that a later attempt may pass: not a refusal. (Not
+		// ExpiredTokenException: credentials that refresh are renewed
+		// before they expire, so an expired token is a static one,
+		// which waiting will not renew, as S3's ExpiredToken.)
 		return nil
 	}
 	// No code listed above. A 4xx, bar 408 and 429, is a refusal: DynamoDB
