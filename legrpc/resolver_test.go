@@ -508,7 +508,8 @@ func TestResolverFollowsAgainAfterRefusal(t *testing.T) {
 func TestResolverDropsTheRefusalOnceAnswered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &refusing{polling: polling{d: memory.NewDecider()}}
-		put(t, store.d, "a", true, time.Now().Add(3*time.Second), nil)
+		expiry := time.Now().Add(3 * time.Second)
+		put(t, store.d, "a", true, expiry, nil)
 		rec, r := build(t, leaderelection.WatchConfig{Decider: store, MaxClockSkew: time.Second, PollInterval: time.Second})
 		defer r.Close()
 		synctest.Wait()
@@ -516,7 +517,9 @@ func TestResolverDropsTheRefusalOnceAnswered(t *testing.T) {
 			t.Fatalf("resolved %q, want a:443", got)
 		}
 		store.refuse.Store(true)
-		time.Sleep(5 * time.Second) // a's term runs out while reads are refused
+		// a's term runs out while reads are refused; the store answers
+		// again right after.
+		time.Sleep(time.Until(expiry) + time.Millisecond)
 		synctest.Wait()
 		if _, _, err := rec.last(); !errors.Is(err, legrpc.ErrNoLeader) || !errors.Is(err, leaderelection.ErrRefused) {
 			t.Fatalf("after the term ran out, refused: gRPC was told %v; want ErrNoLeader with the refusal", err)
