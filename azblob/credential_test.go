@@ -1,7 +1,6 @@
 package azblob_test
 
 import (
-	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -16,10 +15,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
-	leaderelection "github.com/racedecider/leaderelection"
 	leazblob "github.com/racedecider/leaderelection/azblob"
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/faultproxy"
+	"github.com/racedecider/leaderelection/racedecidertest"
 )
 
 // tokenDecider returns a Decider on blob "job" of container "elections" at a
@@ -83,19 +82,7 @@ func TestNoCredentialIsRefused(t *testing.T) {
 	_, err = d.WriteEntry(t.Context(), faultproxy.Record(1, "w-1", entry.LeaderToken{Version: `"0x8DD00000000000"`}))
 	check("WriteEntry (replace)", err)
 
-	// The timeout is a safety net: a refusal ends Acquire at once.
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	err = leaderelection.Config{
-		Decider:      d,
-		LeaderID:     "a",
-		TermLength:   2 * time.Second,
-		MaxClockSkew: 100 * time.Millisecond,
-		OnElected:    func(context.Context, *leaderelection.TimeView) { t.Error("elected without credentials") },
-	}.Acquire(ctx)
-	if ctx.Err() != nil {
-		t.Fatalf("Acquire still campaigning after 10s: %v", err)
-	}
+	err = racedecidertest.AcquireEnds(t, d)
 	check("Acquire", err)
 	t.Logf("Acquire: %v", err)
 }

@@ -42,6 +42,24 @@ func (r *releaseClock) released() time.Time {
 	return r.releasedAt
 }
 
+// leadingGuard starts, in a synctest bubble, a candidate with a Guard
+// attached (10 s term) on a store that notes when it was released, and waits
+// until it leads. shutdown cancels its Acquire, whose error comes on
+// acquired.
+func leadingGuard(t *testing.T) (g *legrpc.Guard, store *releaseClock, shutdown context.CancelFunc, acquired <-chan error) {
+	t.Helper()
+	g, store = new(legrpc.Guard), &releaseClock{Decider: memory.NewDecider()}
+	cfg := g.Attach(leaderelection.Config{Decider: store, LeaderID: "a", TermLength: 10 * time.Second, MaxClockSkew: time.Second})
+	ctx, shutdown := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- cfg.Acquire(ctx) }()
+	synctest.Wait()
+	if _, ok := g.Leading(); !ok {
+		t.Fatal("not leading")
+	}
+	return g, store, shutdown, done
+}
+
 // A graceful shutdown releases the term only once every call the Guard
 // admitted has returned; a call still running when the term ends leaves the
 // term to expire instead, so that no successor is elected while it runs.
@@ -56,16 +74,7 @@ func TestGuardDrainsAdmittedCallsBeforeRelease(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				store := &releaseClock{Decider: memory.NewDecider()}
-				var g legrpc.Guard
-				cfg := g.Attach(leaderelection.Config{Decider: store, LeaderID: "a", TermLength: 10 * time.Second, MaxClockSkew: time.Second})
-				ctx, shutdown := context.WithCancel(t.Context())
-				acquired := make(chan error, 1)
-				go func() { acquired <- cfg.Acquire(ctx) }()
-				synctest.Wait()
-				if _, ok := g.Leading(); !ok {
-					t.Fatal("not leading")
-				}
+				g, store, shutdown, acquired := leadingGuard(t)
 
 				interceptor := g.UnaryServerInterceptor()
 				admitted, handlerDone := make(chan struct{}), make(chan time.Time, 1)
@@ -117,16 +126,7 @@ func TestGuardLeavesTenureWhenHandlerPanics(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				store := &releaseClock{Decider: memory.NewDecider()}
-				var g legrpc.Guard
-				cfg := g.Attach(leaderelection.Config{Decider: store, LeaderID: "a", TermLength: 10 * time.Second, MaxClockSkew: time.Second})
-				ctx, shutdown := context.WithCancel(t.Context())
-				acquired := make(chan error, 1)
-				go func() { acquired <- cfg.Acquire(ctx) }()
-				synctest.Wait()
-				if _, ok := g.Leading(); !ok {
-					t.Fatal("not leading")
-				}
+				g, store, shutdown, acquired := leadingGuard(t)
 
 				// The recovery interceptor, outside the Guard.
 				recovered := func(call func() error) (err error) {

@@ -125,13 +125,8 @@ func TestWrongShapeTable(t *testing.T) {
 			if c.code != "42P10" && c.code != "23502" {
 				return
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			err = leaderelection.Config{
-				Decider: d, LeaderID: "wrong-shape", TermLength: time.Second, MaxClockSkew: 100 * time.Millisecond,
-				OnElected: func(context.Context, *leaderelection.TimeView) { t.Error("elected on a table of the wrong shape") },
-			}.Acquire(ctx)
-			if !errors.Is(err, entry.ErrRefused) || ctx.Err() != nil || !strings.Contains(err.Error(), d.String()) {
+			err = racedecidertest.AcquireEnds(t, d)
+			if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), d.String()) {
 				t.Errorf("Acquire on a table with %s: %v; want it to end at once with ErrRefused naming %s", c.what, err, d.String())
 			}
 		})

@@ -281,3 +281,21 @@ func (c *cuttablePush) WaitForChange(ctx context.Context, tok entry.LeaderToken)
 	}
 	return c.n.WaitForChange(ctx, tok)
 }
+
+// AcquireEnds campaigns on d (TermLength 2s, MaxClockSkew 100ms) and returns
+// Acquire's error, for a test of a store that refuses for good: it fails the
+// test if the candidate is elected, or if Acquire still campaigns after 10s
+// (it must end, at once, with an error wrapping entry.ErrRefused).
+func AcquireEnds(t testing.TB, d leaderelection.RaceDecider) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err := leaderelection.Config{
+		Decider: d, LeaderID: "refused", TermLength: 2 * time.Second, MaxClockSkew: 100 * time.Millisecond,
+		OnElected: func(context.Context, *leaderelection.TimeView) { t.Errorf("elected on %v, which refuses", d) },
+	}.Acquire(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("Acquire still campaigning after 10s: %v", err)
+	}
+	return err
+}

@@ -1,11 +1,10 @@
 package s3_test
 
 import (
-	"errors"
-	"strings"
 	"testing"
 
 	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/internal/urltest"
 	les3 "github.com/racedecider/leaderelection/s3"
 )
 
@@ -25,32 +24,19 @@ func urlTestEnv(t *testing.T) {
 
 func TestOpenURLRejects(t *testing.T) {
 	urlTestEnv(t)
-	for _, tc := range []struct{ url, want string }{
+	urltest.Rejects(t, "s3cret", map[string]string{
 		// A parameter present but empty, as an unset variable leaves it, is
 		// not taken for one left out (which would mean real AWS).
-		{"s3://elections/k?region=us-east-1&endpoint=", "query parameter endpoint is empty"},
-		{"s3://elections/k?region=&endpoint=http://127.0.0.1:9000", "query parameter region is empty"},
-		{"s3://elections/k?region=us-east-1&path_style", "query parameter path_style is empty"},
-		{"s3://elections/k?region=us-east-1&region=eu-west-1", "query parameter region is given 2 times"},
-		{"s3://elections/k?region=us-east-1&endpoint=http://a:9000&endpoint=http://b:9000", "query parameter endpoint is given 2 times"},
-		{"s3://elections/jobs?region=us-east-1#1", `fragment "#1"`},
-		{"s3://u:s3cret@elections/k?region=us-east-1", `user information "u:xxxxx@": s3 URLs take no user name or password`},
-		{"s3://minio:9000/elections/k?region=us-east-1", `bucket "minio:9000" has a port`},
-		{"s3://elections/k?region=us-east-1&endpoint=http://u:pw@minio:9000", "no user information"},
-	} {
-		t.Run(tc.url, func(t *testing.T) {
-			d, err := leaderelection.OpenDecider(t.Context(), tc.url)
-			if err == nil {
-				t.Fatalf("OpenDecider(%q) = %v, nil; want an error saying %q", tc.url, d, tc.want)
-			}
-			if !errors.Is(err, leaderelection.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("OpenDecider(%q) = %v; want an ErrBadURL saying %q", tc.url, err, tc.want)
-			}
-			if strings.Contains(err.Error(), "s3cret") {
-				t.Errorf("error %q shows the password", err)
-			}
-		})
-	}
+		"s3://elections/k?region=us-east-1&endpoint=":                                     "query parameter endpoint is empty",
+		"s3://elections/k?region=&endpoint=http://127.0.0.1:9000":                         "query parameter region is empty",
+		"s3://elections/k?region=us-east-1&path_style":                                    "query parameter path_style is empty",
+		"s3://elections/k?region=us-east-1&region=eu-west-1":                              "query parameter region is given 2 times",
+		"s3://elections/k?region=us-east-1&endpoint=http://a:9000&endpoint=http://b:9000": "query parameter endpoint is given 2 times",
+		"s3://elections/jobs?region=us-east-1#1":                                          `fragment "#1"`,
+		"s3://u:s3cret@elections/k?region=us-east-1":                                      `user information "u:xxxxx@": s3 URLs take no user name or password`,
+		"s3://minio:9000/elections/k?region=us-east-1":                                    `bucket "minio:9000" has a port`,
+		"s3://elections/k?region=us-east-1&endpoint=http://u:pw@minio:9000":               "no user information",
+	})
 }
 
 func TestOpenURLAccepts(t *testing.T) {
