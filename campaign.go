@@ -125,6 +125,10 @@ type candidate struct {
 	// tracks write latencies, which time extensions; pushes, the delay of
 	// pushed records (see news).
 	rtt, writes, pushes latencies
+	// deaf is set when the push channel vouched that nothing changed while
+	// the record did (see missedChange): the candidate then polls as on a
+	// store that cannot push, until the channel brings a change again.
+	deaf bool
 	// herd is what this candidate has learnt of the herds it meets, which
 	// sizes the herd window; draw is its part in the current herd, if any.
 	herd herd
@@ -325,10 +329,10 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 	off, w, j := cd.herdDraw()
 	takeover := start.Add(j)
 	until := takeover
-	if cd.waiter.n == nil {
+	if cd.waiter.n == nil || cd.deaf {
 		// (With push, the wait ends at the takeover time at the latest: a
-		// channel that went silent delays a hand-over to the term's end,
-		// and nothing more.)
+		// channel that went silent without failing is found so there, by
+		// the write that loses to what it missed: see missedChange.)
 		until = minTime(until, cd.nextPoll())
 	}
 	pushed, quiet, err := cd.waiter.wait(ctx, rec.Token, until)
@@ -337,7 +341,7 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 		return nil, err
 	case quiet && until.Equal(takeover):
 		// Nothing changed up to the takeover time: rec is current.
-		cd.draw = draw{kind: drawTakeover, off: off, w: w, j: j, start: start}
+		cd.draw = draw{kind: drawTakeover, off: off, w: w, j: j, start: start, quiet: until}
 		return rec, nil
 	case pushed != nil && !cd.free(pushed):
 		// An extension or a new leader: nothing to do, nothing to read.
@@ -390,7 +394,7 @@ func (cd *candidate) spreadOut(ctx context.Context, rec *entry.RaceEntry, pushed
 		start = at
 	}
 	cd.draw = draw{}
-	if cd.waiter.n != nil && (pushed || !cd.legacy) {
+	if cd.waiter.n != nil && !cd.deaf && (pushed || !cd.legacy) {
 		again, quiet, err := cd.waiter.wait(ctx, rec.Token, start.Add(j))
 		switch {
 		case err != nil:
@@ -402,7 +406,7 @@ func (cd *candidate) spreadOut(ctx context.Context, rec *entry.RaceEntry, pushed
 			}
 			return again, nil
 		case quiet:
-			cd.draw = draw{kind: drawListened, off: off, w: w, j: j, start: start, cold: cold}
+			cd.draw = draw{kind: drawListened, off: off, w: w, j: j, start: start, cold: cold, quiet: start.Add(j)}
 			return rec, nil
 		}
 		// The push channel failed, and the wait ran to the end of the
@@ -431,6 +435,9 @@ type draw struct {
 	start time.Time
 	// cold: the herd of candidates started together (see spreadOut).
 	cold bool
+	// quiet, if set, is when the wait that ended the draw ended, the push
+	// channel vouching that rec had not changed until then.
+	quiet time.Time
 }
 
 type drawKind int
@@ -468,6 +475,9 @@ const (
 func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 	d := cd.draw
 	cd.draw = draw{}
+	if !won {
+		cd.missedChange(rec, next, d.quiet)
+	}
 	switch {
 	case won && d.kind != drawNone && d.w > 0:
 		// Its own draw was the first.
@@ -535,6 +545,30 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 	cd.herd.sawRival(d.w, max(x-d.off, 0), news, d.cold)
 }
 
+// missedChange takes note of next, found in the store after the push channel
+// vouched that rec had not changed until quiet. The channel missed next if it
+// extends or releases rec's tenure (its leader sent it before the term ran
+// out, and the wait went on past that), or if it was sent more than
+// MaxClockSkew and a PollInterval before quiet, on its writer's clock. A
+// channel that goes silent without failing (a listener behind a pooler that
+// drops notifications, a connection dead but not yet found so) would show
+// every extension and release only at a takeover time, by a write that loses,
+// so the candidate polls instead until the channel brings a change again (see
+// pushed). A leader that extends at the last moment can make a sound channel
+// look deaf: that costs the reads until its next extension is pushed.
+func (cd *candidate) missedChange(rec, next *entry.RaceEntry, quiet time.Time) {
+	if quiet.IsZero() || cd.deaf || next == nil || next.ElectionNumber == entry.NoElections || next.Token.SameVersion(rec.Token) {
+		return
+	}
+	sameTenure := rec.ElectionNumber != entry.NoElections && next.Term == rec.Term
+	if !sameTenure && !cd.sendTime(next).Add(cd.MaxClockSkew+cd.PollInterval).Before(quiet) {
+		return
+	}
+	cd.deaf = true
+	cd.log.Warn("the push channel said the election record had not changed, but it had; polling every PollInterval until a change is pushed again",
+		"term", next.Term, "sent", cd.sendTime(next), "quiet_until", quiet)
+}
+
 // news is how long the news of a write takes to reach this candidate, which
 // sizes the herd window and times a rival's draw: the store's round trip or,
 // on a store that pushes changes, the delay of its pushes when that is longer
@@ -557,6 +591,10 @@ func (cd *candidate) news() time.Duration {
 // A record sent before the wait began was news already (the wait's token was
 // stale), and says nothing of the delay.
 func (cd *candidate) pushed(rec *entry.RaceEntry, began time.Time) {
+	if cd.deaf {
+		cd.deaf = false
+		cd.log.Info("the push channel brought a change again; waiting on it instead of polling")
+	}
 	if rec.ElectionNumber == entry.NoElections {
 		return
 	}

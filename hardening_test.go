@@ -225,6 +225,67 @@ func TestFailedPushDegradesToPolling(t *testing.T) {
 			stopB()
 		})
 	})
+	// A channel that vouches for quiet and delivers nothing: b finds it so
+	// at its first takeover time, by a write that loses to an extension a
+	// term old, polls from then on, and waits on the channel again once it
+	// brings a change.
+	t.Run("deaf candidate", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			mem := memory.NewDecider()
+			m := newMonitor(t)
+			stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+			a := next(m)
+			f := &faultyDecider{RaceDecider: mem}
+			ch := &healingPush{RaceDecider: f, n: mem}
+			ch.deaf.Store(true)
+			cfg := baseConfig(ch, "b", m, nil)
+			cfg.PollInterval = time.Second
+			stopB := runCandidate(t, cfg)
+			time.Sleep(4 * term)
+			synctest.Wait()
+			// One lost write at b's first takeover time; at one a term
+			// (or a poll while the record is free) it was not told of.
+			if n := f.writes.Load(); n != 1 {
+				t.Errorf("b wrote %d times over a's tenure of %v; want one, the write that finds the channel deaf", n, 4*term)
+			}
+			if n := f.reads.Load(); n < 20 {
+				t.Errorf("b read %d times in %v on a deaf channel; want it to poll every second once it found the channel deaf", n, 4*term)
+			}
+			ch.deaf.Store(false)
+			time.Sleep(term) // a's next extension is pushed
+			synctest.Wait()
+			reads := f.reads.Load()
+			time.Sleep(3 * term)
+			synctest.Wait()
+			if n := f.reads.Load() - reads; n != 0 {
+				t.Errorf("b read %d times in %v after the channel brought a change again; want none", n, 3*term)
+			}
+			released := time.Now()
+			stopA()
+			b := next(m)
+			if took := b.Start.Sub(released); b.ID != "b" || took > 100*time.Millisecond {
+				t.Errorf("%s elected %v after the release; want b at once, told by the channel (a's term ran to %v)",
+					b.ID, took, a.TV.Get())
+			}
+			stopB()
+		})
+	})
+}
+
+// healingPush is deaf while deaf is set (every wait runs to its deadline,
+// vouching that nothing changed), and passes waits on to n otherwise.
+type healingPush struct {
+	leaderelection.RaceDecider
+	n    leaderelection.ChangeNotifier
+	deaf atomic.Bool
+}
+
+func (h *healingPush) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*entry.RaceEntry, error) {
+	if h.deaf.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.n.WaitForChange(ctx, tok)
 }
 
 // A record that disappears while the watcher follows a live term is reported
