@@ -225,6 +225,49 @@ func TestFailedPushDegradesToPolling(t *testing.T) {
 			stopB()
 		})
 	})
+	// A channel that vouches for quiet and delivers nothing: the watcher
+	// finds it so at the term's end, by a read that finds an extension it
+	// was not told of, polls from then on, and waits on the channel again
+	// once it brings a change.
+	t.Run("deaf watcher", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			mem := memory.NewDecider()
+			m := newMonitor(t)
+			stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+			next(m)
+			f := &faultyDecider{RaceDecider: mem}
+			ch := &healingPush{RaceDecider: f, n: mem}
+			ch.deaf.Store(true)
+			w, stopWatch := startWatch(t, leaderelection.WatchConfig{Decider: ch, MaxClockSkew: skew, PollInterval: time.Second})
+			time.Sleep(2 * term)
+			synctest.Wait()
+			if w.errs == 0 {
+				t.Error("the deaf push channel was not reported to OnError")
+			}
+			stopA()
+			time.Sleep(1100 * time.Millisecond)
+			synctest.Wait()
+			if got := w.String(); !strings.HasSuffix(got, "released a 0") {
+				t.Errorf("a poll interval after the release, the watcher on a deaf channel reported %q; want the release last", got)
+			}
+			ch.deaf.Store(false)
+			stopC := runCandidate(t, baseConfig(mem, "c", m, nil))
+			next(m)
+			time.Sleep(term/2 + time.Second) // c's first extension is pushed
+			synctest.Wait()
+			reads := f.reads.Load()
+			time.Sleep(3 * term)
+			synctest.Wait()
+			if n := f.reads.Load() - reads; n != 0 {
+				t.Errorf("the watcher read %d times in %v after the channel brought a change again; want none", n, 3*term)
+			}
+			if got := w.String(); strings.Count(got, "extended c") < 6 {
+				t.Errorf("the watcher reported %q; want c's extensions, pushed", got)
+			}
+			stopC()
+			stopWatch()
+		})
+	})
 	// A channel that vouches for quiet and delivers nothing: b finds it so
 	// at its first takeover time, by a write that loses to an extension a
 	// term old, polls from then on, and waits on the channel again once it

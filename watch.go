@@ -122,7 +122,9 @@ func (w *WatchConfig) Validate() error {
 //
 // With a Decider that pushes changes, Watch reads at start, on a push, and,
 // while no term is live, every 8 x PollInterval in case the channel went
-// silent; while the channel fails, it polls at PollInterval. Otherwise it polls
+// silent; while the channel fails, and after a read finds a change the channel
+// said had not happened (a deaf channel) until it brings one again, it polls
+// at PollInterval. Otherwise it polls
 // at most PollInterval apart (up to a sixteenth sooner, on a schedule of its
 // own, so that watchers started together do not read in step), and
 // also right at TermExpiry, to tell an expiry from an extension it has not
@@ -170,10 +172,17 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 		last    *entry.RaceEntry // last record reported (an absence once a deletion is)
 		top     *entry.RaceEntry // the newest record reported
 		expired bool             // last's expiry has been reported
+		// deaf: the push channel vouched that nothing changed while the
+		// record did; until it brings a change again, the watcher polls.
+		deaf bool
 	)
 	rec, err := w.read(ctx, h, r)
-	pushed := false // rec came from the push channel
+	pushed, vouched := false, false // rec came from the push channel; a wait it vouched for came before rec was read
 	for err == nil {
+		if pushed && deaf {
+			deaf = false
+			w.Logger.Info("leaderelection: watch: the push channel brought a change again; waiting on it instead of polling")
+		}
 		if !exists(rec) && exists(last) {
 			// A deletion, or a stale read from before the record was
 			// written (some stores and file systems serve one after a
@@ -194,6 +203,18 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 		// lags behind a deletion, or misbehaves) might come again at
 		// once: poll for the next.
 		stale := pushed && !news
+		if vouched && news && !deaf {
+			// News read right after the channel vouched there was none:
+			// it missed it, as a channel that goes silent without
+			// failing does (a listener behind a pooler that drops
+			// notifications, a connection dead but not yet found so).
+			// Following it would show each change only when a term
+			// ends (or 8 polls later), so poll instead. A change that
+			// landed between the wait's end and the read looks the
+			// same, and costs the polls until the next push.
+			deaf = true
+			w.report(ctx, errors.New("leaderelection: watch: the push channel said the election record had not changed, but it had; polling every PollInterval until it brings a change again"))
+		}
 		if news {
 			c := Change{Kind: kind, Entry: *rec.Clone()}
 			if kind == RecordDeleted {
@@ -218,7 +239,7 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 			pushed = false // the news was the expiry
 			continue
 		}
-		rec, pushed, err = w.next(ctx, wt, h, r, grid, last, live, stale)
+		rec, pushed, vouched, err = w.next(ctx, wt, h, r, grid, last, live, stale, deaf)
 	}
 	return err
 }
@@ -246,10 +267,12 @@ func (w *WatchConfig) confirmAbsence(ctx context.Context, h *hook, r *rng, absen
 }
 
 // next waits for the next moment worth a look and returns the record then,
-// and whether the push channel brought it. stale: the last record the
-// channel brought was not news, so that waiting on it again might bring it
-// back at once, in a loop: this once, poll.
-func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, grid *pollGrid, rec *entry.RaceEntry, live, stale bool) (*entry.RaceEntry, bool, error) {
+// whether the push channel brought it, and whether it vouched that nothing
+// changed before the record was read. stale: the last record the channel
+// brought was not news, so that waiting on it again might bring it back at
+// once, in a loop: this once, poll. deaf: the channel missed a change; wait on
+// it no more than a PollInterval.
+func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, grid *pollGrid, rec *entry.RaceEntry, live, stale, deaf bool) (next *entry.RaceEntry, pushed, vouched bool, err error) {
 	if rec == nil {
 		rec = &entry.RaceEntry{ElectionNumber: entry.NoElections}
 	}
@@ -275,22 +298,25 @@ func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, gri
 	// notifications, a connection dead but not yet found so) failed to
 	// bring, and reporting an expiry is reporting the leader gone. It costs
 	// a read per term that ends unextended; otherwise the push comes first.
-	if stale {
+	if stale || deaf {
 		until = minTime(until, now.Add(w.PollInterval))
+	}
+	if stale {
 		if !w.Clock.SleepUntil(ctx, until) {
-			return nil, false, ctx.Err()
+			return nil, false, false, ctx.Err()
 		}
 	} else {
-		pushed, _, err := wt.wait(ctx, rec.Token, until)
+		rec, quiet, err := wt.wait(ctx, rec.Token, until)
 		switch {
 		case err != nil:
-			return nil, false, err
-		case pushed != nil:
-			return pushed, true, nil
+			return nil, false, false, err
+		case rec != nil:
+			return rec, true, false, nil
 		}
+		vouched = quiet
 	}
-	rec, err := w.read(ctx, h, r)
-	return rec, false, err
+	rec, err = w.read(ctx, h, r)
+	return rec, false, vouched, err
 }
 
 // watchReadTimeout bounds one read by a watcher: long enough for a slow
