@@ -21,7 +21,8 @@
 // term this process holds: when leadership is lost, or the term is about to
 // end without an extension, COMMAND gets SIGTERM, then SIGKILL after --grace
 // and in any case just before the term ends; the term is released only
-// after COMMAND has been reaped. On Linux, a watchdog process holds the
+// after COMMAND has been reaped and (on Linux) every process left in its
+// process group is gone. On Linux, a watchdog process holds the
 // term's deadline and kills COMMAND's process group when it passes, even
 // while leaderelect itself is stopped or starved of CPU; on Linux and
 // FreeBSD, COMMAND also gets SIGKILL from the kernel if leaderelect dies

@@ -695,3 +695,41 @@ func TestRunStopsCommandBeforeTermEnds(t *testing.T) {
 	p.signal(t, syscall.SIGTERM)
 	p.wait(t)
 }
+
+// awaitGroupGone waits while a process of the group is alive, until held
+// says the term is over, and takes a zombie (killed, not yet reaped by its
+// parent) for gone.
+func TestAwaitGroupGone(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	defer func() {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	}()
+	over := time.Now().Add(100 * time.Millisecond)
+	if awaitGroupGone(pgid, func() bool { return time.Now().Before(over) }) {
+		t.Fatal("awaitGroupGone reported a running group gone")
+	}
+	if time.Now().Before(over) {
+		t.Errorf("awaitGroupGone returned before held turned false")
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Not reaped: a zombie until cmd.Wait.
+	killed := time.Now()
+	if !awaitGroupGone(pgid, func() bool { return time.Since(killed) < 10*time.Second }) {
+		t.Fatal("awaitGroupGone still found the group alive 10 s after SIGKILL, its only process a zombie")
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pgid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); f[0] != "Z" {
+		t.Errorf("the killed process is in state %s, want a zombie (the test shows nothing)", f[0])
+	}
+}

@@ -56,7 +56,8 @@ the term and exits by the same signal.
 
 COMMAND runs in its own process group, with stdin from /dev/null; signals go
 to the whole group, and any process left in the group when COMMAND exits is
-killed. On Linux, a watchdog process (this binary, in a session of its own)
+killed (on Linux, the term is released only once they are all gone). On
+Linux, a watchdog process (this binary, in a session of its own)
 holds the term's deadline on CLOCK_BOOTTIME and SIGKILLs the group when it
 passes without an extension, even while leaderelect itself is stopped,
 starved of CPU or dead; leaderelect, once resumed, runs COMMAND again only
@@ -295,10 +296,9 @@ func (r *runner) onElected(ctx context.Context, tv *leaderelection.TimeView) {
 	kill := r.kill
 	r.mu.Unlock()
 
-	exited := r.supervise(ctx, tv, kill)
+	exited, pgid := r.supervise(ctx, tv, kill)
 
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.inElected = false
 	if exited != nil {
 		r.exited = exited
@@ -306,6 +306,14 @@ func (r *runner) onElected(ctx context.Context, tv *leaderelection.TimeView) {
 	if exited != nil || r.signal != 0 {
 		// Step down: Acquire releases the term once we return.
 		r.cancelAcquire()
+	}
+	r.mu.Unlock()
+	// The term is no longer extended (Acquire was cancelled, or
+	// leadership ended), and is released only once this returns: not
+	// before every process of COMMAND's group is gone (see
+	// awaitGroupGone), or else it is left to expire.
+	if pgid > 0 && !awaitGroupGone(pgid, tv.ValueInFuture) {
+		r.log.Warn("processes of the command's group outlived SIGKILL to the end of the term: not releasing it", "pgid", pgid)
 	}
 }
 
@@ -315,10 +323,11 @@ func (r *runner) killLead() time.Duration { return min(r.term/20, 250*time.Milli
 
 // supervise runs COMMAND while this candidate leads. It returns how COMMAND
 // exited when it exited by itself (or could not be started), and nil when it
-// was stopped.
-func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kill <-chan struct{}) *exitResult {
+// was stopped; and COMMAND's process group, which got SIGKILL once COMMAND
+// was reaped (0 if it never started).
+func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kill <-chan struct{}) (exited *exitResult, pgid int) {
 	if !tv.ValueInFuture() {
-		return nil
+		return nil, 0
 	}
 	env := append(os.Environ(),
 		"LEADER_ID="+r.id,
@@ -340,7 +349,7 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 	c, err := startChild(r.argv, env)
 	if err != nil {
 		r.log.Error("could not start the command", "err", err)
-		return &exitResult{code: execFailureCode(err), startFailed: true}
+		return &exitResult{code: execFailureCode(err), startFailed: true}, 0
 	}
 	if wd != nil {
 		wd.setGroup(c.pid)
@@ -417,17 +426,17 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 			signalGroup(c.pid, syscall.SIGKILL)
 			if termSent {
 				r.log.Info("the command stopped", "pid", c.pid, "status", code)
-				return nil
+				return nil, c.pid
 			}
 			if !time.Now().Before(tv.Get().Add(-r.killLead())) {
 				// The watchdog killed it while this process was not
 				// running (stopped, starved): leadership is lost, and
 				// COMMAND runs again only after a new election.
 				r.log.Warn("the command was killed at the end of the term by the watchdog", "pid", c.pid, "status", code)
-				return nil
+				return nil, c.pid
 			}
 			r.log.Info("the command exited", "pid", c.pid, "status", code)
-			return &exitResult{code: code, ran: time.Since(started)}
+			return &exitResult{code: code, ran: time.Since(started)}, c.pid
 		case <-ctxDone:
 			ctxDone = nil
 		case <-stop:

@@ -218,30 +218,63 @@ func killCommand(supervisor, pgid int) []int {
 		// are every session on the host.
 		return killed
 	}
+	eachProcess(func(pid int, _ string, ppid, pg int) {
+		if pid != os.Getpid() && ppid == supervisor && pg == pid && syscall.Kill(-pid, syscall.SIGKILL) == nil {
+			killed = append(killed, pid)
+		}
+	})
+	return killed
+}
+
+// eachProcess calls f with the pid, state (R, S, D, Z...), parent and process
+// group of every process /proc shows.
+func eachProcess(f func(pid int, state string, ppid, pgrp int)) {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
+		if err != nil {
 			continue
 		}
 		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
 		if err != nil {
-			continue
+			continue // gone meanwhile
 		}
 		i := strings.LastIndexByte(string(stat), ')')
 		if i < 0 {
 			continue
 		}
 		// After the name: state ppid pgrp ...
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 3 {
+		fs := strings.Fields(string(stat[i+1:]))
+		if len(fs) < 3 {
 			continue
 		}
-		ppid, _ := strconv.Atoi(f[1])
-		pg, _ := strconv.Atoi(f[2])
-		if ppid == supervisor && pg == pid && syscall.Kill(-pid, syscall.SIGKILL) == nil {
-			killed = append(killed, pid)
-		}
+		ppid, _ := strconv.Atoi(fs[1])
+		pg, _ := strconv.Atoi(fs[2])
+		f(pid, fs[0], ppid, pg)
 	}
-	return killed
+}
+
+// awaitGroupGone waits until no process of group pgid (COMMAND's, sent
+// SIGKILL) is alive, or held reports false, and says whether the group is
+// gone. SIGKILL ends a process only once it leaves the kernel, which one in
+// an uninterruptible wait (a disk or NFS write) does when the wait ends: until
+// then its write may still land. Zombies count as gone: they do nothing more,
+// and whether they are reaped is up to their parent (init, which in a
+// container may never do it).
+func awaitGroupGone(pgid int, held func() bool) bool {
+	wait := time.Millisecond
+	for {
+		alive := false
+		eachProcess(func(_ int, state string, _, pg int) {
+			alive = alive || (pg == pgid && state != "Z" && state != "X")
+		})
+		if !alive {
+			return true
+		}
+		if !held() {
+			return false
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 50*time.Millisecond)
+	}
 }
