@@ -339,7 +339,7 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 	switch {
 	case err != nil:
 		return nil, err
-	case quiet && until.Equal(takeover):
+	case quiet && until.Equal(takeover) && !cd.deaf:
 		// Nothing changed up to the takeover time: rec is current.
 		cd.draw = draw{kind: drawTakeover, off: off, w: w, j: j, start: start, quiet: until}
 		return rec, nil
@@ -591,15 +591,18 @@ func (cd *candidate) news() time.Duration {
 // A record sent before the wait began was news already (the wait's token was
 // stale), and says nothing of the delay.
 func (cd *candidate) pushed(rec *entry.RaceEntry, began time.Time) {
-	if cd.deaf {
-		cd.deaf = false
-		cd.log.Info("the push channel brought a change again; waiting on it instead of polling")
-	}
 	if rec.ElectionNumber == entry.NoElections {
 		return
 	}
 	if sent := cd.sendTime(rec); !sent.Before(began) {
 		cd.pushes.add(cd.Clock.Now().Sub(sent))
+		if cd.deaf {
+			// A change made while the channel was listened to, not one
+			// it found at once for a token already stale: it delivers
+			// again.
+			cd.deaf = false
+			cd.log.Info("the push channel brought a change again; waiting on it instead of polling")
+		}
 	}
 }
 

@@ -315,6 +315,45 @@ func TestFailedPushDegradesToPolling(t *testing.T) {
 	})
 }
 
+// Candidates that found their channel deaf read before they write at a
+// takeover, as pollers do, instead of taking the channel's word that the
+// record is as they last saw it: a crashed leader's herd of 8 takes over
+// with a write or two, not one each.
+func TestDeafChannelHerdReadsAtTakeover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := newMonitor(t)
+		cfgA := baseConfig(mem, "a", m, nil)
+		cfgA.DisableRelease = true // stopping a is a crash
+		stopA := runCandidate(t, cfgA)
+		next(m)
+		f := &faultyDecider{RaceDecider: mem}
+		var stops []func()
+		for i := range 8 {
+			ch := &healingPush{RaceDecider: f, n: mem}
+			ch.deaf.Store(true)
+			cfg := baseConfig(ch, "b"+itoa(i), m, nil)
+			cfg.PollInterval = time.Second
+			stops = append(stops, runCandidate(t, cfg))
+		}
+		time.Sleep(2 * term) // each finds the channel deaf at its first takeover
+		synctest.Wait()
+		if n := f.writes.Load(); n != 8 {
+			t.Fatalf("%d writes by 8 candidates over 2 terms; want one each, finding the channel deaf", n)
+		}
+		stopA()
+		next(m)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := f.writes.Load() - 8; n > 3 {
+			t.Errorf("%d writes to take over from a crashed leader among 8 on deaf channels; want at most 3", n)
+		}
+		for _, stop := range stops {
+			stop()
+		}
+	})
+}
+
 // healingPush is deaf while deaf is set (every wait runs to its deadline,
 // vouching that nothing changed), and passes waits on to n otherwise.
 type healingPush struct {
