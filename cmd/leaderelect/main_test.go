@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// leaderExitsMode is the child mode whose main thread exits alone; init locks
+// the main goroutine to that thread for it.
+const leaderExitsMode = "leader-exits"
+
+func init() {
+	if os.Getenv(childEnv) == leaderExitsMode {
+		runtime.LockOSThread()
+	}
+}
+
 func childMain(mode string) {
 	sigs := make(chan os.Signal, 1)
 	if os.Getenv(ignoreTermEnv) != "" {
@@ -84,6 +95,12 @@ func childMain(mode string) {
 		fmt.Printf("%s %s %s %d %d\n", what, os.Getenv("LEADER_ID"), os.Getenv("LEADER_TERM"), os.Getpid(), time.Now().UnixNano())
 	}
 	report(startLinePfx)
+	if mode == leaderExitsMode {
+		// Only the main thread exits (exit, not exit_group): the
+		// process lives on in the runtime's other threads, its main
+		// thread a zombie.
+		syscall.RawSyscall(syscall.SYS_EXIT, 0, 0, 0)
+	}
 	if code, ok := strings.CutPrefix(mode, "exit:"); ok {
 		n, _ := strconv.Atoi(code)
 		os.Exit(n)
@@ -725,13 +742,51 @@ func TestAwaitGroupGone(t *testing.T) {
 	if !awaitGroupGone(pgid, func() bool { return time.Since(killed) < 10*time.Second }) {
 		t.Fatal("awaitGroupGone still found the group alive 10 s after SIGKILL, its only process a zombie")
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pgid))
+	if s := procState(t, pgid); s != "Z" {
+		t.Errorf("the killed process is in state %s, want a zombie (the test shows nothing)", s)
+	}
+}
+
+// A process whose main thread has exited, a zombie, while its other threads
+// run is alive.
+func TestAwaitGroupGoneThreads(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"="+leaderExitsMode)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	defer func() {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	}()
+	for deadline := time.Now().Add(patience); procState(t, pgid) != "Z"; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the child's main thread did not exit within %v", patience)
+		}
+	}
+	over := time.Now().Add(100 * time.Millisecond)
+	if awaitGroupGone(pgid, func() bool { return time.Now().Before(over) }) {
+		t.Fatal("awaitGroupGone reported gone a process whose main thread is a zombie while its other threads run")
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	if !awaitGroupGone(pgid, func() bool { return time.Since(killed) < 10*time.Second }) {
+		t.Fatal("awaitGroupGone still found the group alive 10 s after SIGKILL")
+	}
+}
+
+// procState is the state /proc gives process pid (R, S, D, Z...).
+func procState(t *testing.T, pid int) string {
+	t.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); f[0] != "Z" {
-		t.Errorf("the killed process is in state %s, want a zombie (the test shows nothing)", f[0])
-	}
+	return strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))[0]
 }
 
 // TestStatusPermissionDenied reads a record this process may not read. Root

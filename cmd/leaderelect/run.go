@@ -308,12 +308,20 @@ func (r *runner) onElected(ctx context.Context, tv *leaderelection.TimeView) {
 		r.cancelAcquire()
 	}
 	r.mu.Unlock()
-	// The term is no longer extended (Acquire was cancelled, or
-	// leadership ended), and is released only once this returns: not
-	// before every process of COMMAND's group is gone (see
-	// awaitGroupGone), or else it is left to expire.
-	if pgid > 0 && !awaitGroupGone(pgid, tv.ValueInFuture) {
-		r.log.Warn("processes of the command's group outlived SIGKILL to the end of the term: not releasing it", "pgid", pgid)
+	// The term is released (by Acquire) only once this returns: not before
+	// every process of COMMAND's group is gone (see awaitGroupGone), and
+	// no later than the end of the term as it stands now. Acquire was
+	// cancelled or leadership ended, so that the term is no longer
+	// extended and is left to expire, unless COMMAND was stopped for a
+	// term about to end or a watchdog that cannot be told of extensions:
+	// then a late extension may land meanwhile, and a process that lives
+	// on past SIGKILL must not hold the term for ever.
+	if pgid > 0 {
+		end := tv.Get()
+		held := func() bool { return tv.ValueInFuture() && time.Now().Before(end) }
+		if !awaitGroupGone(pgid, held) {
+			r.log.Warn("processes of the command's group are still alive after SIGKILL (in an uninterruptible wait?)", "pgid", pgid)
+		}
 	}
 }
 

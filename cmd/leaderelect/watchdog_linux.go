@@ -256,17 +256,18 @@ func eachProcess(f func(pid int, state string, ppid, pgrp int)) {
 
 // awaitGroupGone waits until no process of group pgid (COMMAND's, sent
 // SIGKILL) is alive, or held reports false, and says whether the group is
-// gone. SIGKILL ends a process only once it leaves the kernel, which one in
-// an uninterruptible wait (a disk or NFS write) does when the wait ends: until
-// then its write may still land. Zombies count as gone: they do nothing more,
-// and whether they are reaped is up to their parent (init, which in a
-// container may never do it).
+// gone. SIGKILL ends a process only once each of its threads leaves the
+// kernel, which one in an uninterruptible wait (a disk or NFS write) does
+// when the wait ends: until then its write may still land. Zombies count as
+// gone: they do nothing more, and whether they are reaped is up to their
+// parent (init, which in a container may never do it). A process whose main
+// thread is a zombie may still have threads running: those count.
 func awaitGroupGone(pgid int, held func() bool) bool {
 	wait := time.Millisecond
 	for {
 		alive := false
-		eachProcess(func(_ int, state string, _, pg int) {
-			alive = alive || (pg == pgid && state != "Z" && state != "X")
+		eachProcess(func(pid int, state string, _, pg int) {
+			alive = alive || (pg == pgid && (!dead(state) || threadsAlive(pid)))
 		})
 		if !alive {
 			return true
@@ -277,4 +278,26 @@ func awaitGroupGone(pgid int, held func() bool) bool {
 		time.Sleep(wait)
 		wait = min(2*wait, 50*time.Millisecond)
 	}
+}
+
+// dead reports a process or thread state that does nothing more: a zombie,
+// or dead.
+func dead(state string) bool { return state == "Z" || state == "X" }
+
+// threadsAlive reports whether a thread of process pid is alive.
+func threadsAlive(pid int) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, _ := os.ReadDir(dir)
+	for _, t := range tasks {
+		stat, err := os.ReadFile(dir + t.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 {
+			if f := strings.Fields(string(stat[i+1:])); len(f) > 0 && !dead(f[0]) {
+				return true
+			}
+		}
+	}
+	return false
 }
