@@ -91,6 +91,11 @@ func handOver(ctx context.Context, s *settings, c *cluster, leader *tenure) (*te
 	t0 := time.Now()
 	go func() { stopped <- c.stop(cd) }()
 	next, err := c.rec.next(ctx, s.patience())
+	// Skip elections from before the stop: a leader that lost its term
+	// (a loaded machine, a short term) and won it back, queued since.
+	for err == nil && next.start.Before(t0) {
+		next, err = c.rec.next(ctx, s.patience())
+	}
 	return next, t0, errors.Join(err, <-stopped)
 }
 
