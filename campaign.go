@@ -594,15 +594,16 @@ func (cd *candidate) pushed(rec *entry.RaceEntry, began time.Time) {
 	if rec.ElectionNumber == entry.NoElections {
 		return
 	}
-	if sent := cd.sendTime(rec); !sent.Before(began) {
+	sent := cd.sendTime(rec)
+	if !sent.Before(began) {
 		cd.pushes.add(cd.Clock.Now().Sub(sent))
-		if cd.deaf {
-			// A change made while the channel was listened to, not one
-			// it found at once for a token already stale: it delivers
-			// again.
-			cd.deaf = false
-			cd.log.Info("the push channel brought a change again; waiting on it instead of polling")
-		}
+	}
+	if cd.deaf && !sent.Before(began.Add(-cd.MaxClockSkew)) {
+		// A change made while the channel was listened to (as far as
+		// the writer's clock tells), not one it found at once for a
+		// token long stale: it delivers again.
+		cd.deaf = false
+		cd.log.Info("the push channel brought a change again; waiting on it instead of polling")
 	}
 }
 

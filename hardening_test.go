@@ -11,9 +11,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	clocks "github.com/vimeo/go-clocks"
+
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/hooks"
+	"github.com/racedecider/leaderelection/internal/skewclock"
 	"github.com/racedecider/leaderelection/memory"
 )
 
@@ -268,50 +271,56 @@ func TestFailedPushDegradesToPolling(t *testing.T) {
 			stopWatch()
 		})
 	})
-	// A channel that vouches for quiet and delivers nothing: b finds it so
-	// at its first takeover time, by a write that loses to an extension a
-	// term old, polls from then on, and waits on the channel again once it
-	// brings a change.
-	t.Run("deaf candidate", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			mem := memory.NewDecider()
-			m := newMonitor(t)
-			stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
-			a := next(m)
-			f := &faultyDecider{RaceDecider: mem}
-			ch := &healingPush{RaceDecider: f, n: mem}
-			ch.deaf.Store(true)
-			cfg := baseConfig(ch, "b", m, nil)
-			cfg.PollInterval = time.Second
-			stopB := runCandidate(t, cfg)
-			time.Sleep(4 * term)
-			synctest.Wait()
-			// One lost write at b's first takeover time; at one a term
-			// (or a poll while the record is free) it was not told of.
-			if n := f.writes.Load(); n != 1 {
-				t.Errorf("b wrote %d times over a's tenure of %v; want one, the write that finds the channel deaf", n, 4*term)
-			}
-			if n := f.reads.Load(); n < 20 {
-				t.Errorf("b read %d times in %v on a deaf channel; want it to poll every second once it found the channel deaf", n, 4*term)
-			}
-			ch.deaf.Store(false)
-			time.Sleep(term) // a's next extension is pushed
-			synctest.Wait()
-			reads := f.reads.Load()
-			time.Sleep(3 * term)
-			synctest.Wait()
-			if n := f.reads.Load() - reads; n != 0 {
-				t.Errorf("b read %d times in %v after the channel brought a change again; want none", n, 3*term)
-			}
-			released := time.Now()
-			stopA()
-			b := next(m)
-			if took := b.Start.Sub(released); b.ID != "b" || took > 100*time.Millisecond {
-				t.Errorf("%s elected %v after the release; want b at once, told by the channel (a's term ran to %v)",
-					b.ID, took, a.TV.Get())
-			}
-			stopB()
-		})
+	for _, ahead := range []time.Duration{0, skew} {
+		t.Run(fmt.Sprintf("deaf candidate %v ahead", ahead), func(t *testing.T) { deafCandidate(t, ahead) })
+	}
+}
+
+// deafCandidate: a channel that vouches for quiet and delivers nothing. b
+// finds it so at its first takeover time, by a write that loses to an
+// extension a term old, polls from then on, and waits on the channel again
+// once it brings a change, even with its clock ahead of a's by up to
+// MaxClockSkew, so that a push seems sent before the wait that brought it
+// began.
+func deafCandidate(t *testing.T, ahead time.Duration) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := newMonitor(t)
+		stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+		a := next(m)
+		f := &faultyDecider{RaceDecider: mem}
+		ch := &healingPush{RaceDecider: f, n: mem}
+		ch.deaf.Store(true)
+		cfg := baseConfig(ch, "b", m, skewclock.New(clocks.DefaultClock(), ahead))
+		cfg.PollInterval = time.Second
+		stopB := runCandidate(t, cfg)
+		time.Sleep(4 * term)
+		synctest.Wait()
+		// One lost write at b's first takeover time; at one a term
+		// (or a poll while the record is free) it was not told of.
+		if n := f.writes.Load(); n != 1 {
+			t.Errorf("b wrote %d times over a's tenure of %v; want one, the write that finds the channel deaf", n, 4*term)
+		}
+		if n := f.reads.Load(); n < 20 {
+			t.Errorf("b read %d times in %v on a deaf channel; want it to poll every second once it found the channel deaf", n, 4*term)
+		}
+		ch.deaf.Store(false)
+		time.Sleep(term) // a's next extension is pushed
+		synctest.Wait()
+		reads := f.reads.Load()
+		time.Sleep(3 * term)
+		synctest.Wait()
+		if n := f.reads.Load() - reads; n != 0 {
+			t.Errorf("b read %d times in %v after the channel brought a change again; want none", n, 3*term)
+		}
+		released := time.Now()
+		stopA()
+		b := next(m)
+		if took := b.Start.Sub(released); b.ID != "b" || took > 100*time.Millisecond {
+			t.Errorf("%s elected %v after the release; want b at once, told by the channel (a's term ran to %v)",
+				b.ID, took, a.TV.Get())
+		}
+		stopB()
 	})
 }
 

@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// A leader that lost its term and won it back before a hand-over's stop (a
-// loaded machine, a short term) leaves its second election queued: the
-// hand-over skips elections from before its stop and returns the successor,
-// where it returned the stopped leader, and the next hand-over failed.
+// A leader that lost its term and won it back before a hand-over (a loaded
+// machine, a short term) leaves its second election queued: the hand-over
+// returns the successor, where it returned the stopped leader, and the next
+// hand-over failed.
 func TestHandOverSkipsEarlierElections(t *testing.T) {
 	s := &settings{term: 2 * time.Second, skew: 100 * time.Millisecond}
 	b, err := newBackend(t.Context(), "memory", s)

@@ -77,6 +77,19 @@ func (r *recorder) onElected(id string) func(ctx context.Context, tv *leaderelec
 	}
 }
 
+// latest returns the last election queued since the last look, or tn if
+// there is none.
+func (r *recorder) latest(tn *tenure) *tenure {
+	for {
+		select {
+		case next := <-r.elected:
+			tn = next
+		default:
+			return tn
+		}
+	}
+}
+
 var errNoElection = errors.New("no election")
 
 // next waits up to timeout for the next election.

@@ -83,6 +83,9 @@ func withCluster[T any](ctx context.Context, s *settings, b *backend, fn func(c 
 // handOver stops leader's candidate and returns the next tenure and when the
 // stop began.
 func handOver(ctx context.Context, s *settings, c *cluster, leader *tenure) (*tenure, time.Time, error) {
+	// The leader may have lost its term since (a loaded machine, a short
+	// term): stop whoever was elected last.
+	leader = c.rec.latest(leader)
 	cd := c.candidate(leader.id)
 	if cd == nil {
 		return nil, time.Time{}, fmt.Errorf("leader %s is not a running candidate", leader.id)
@@ -91,8 +94,7 @@ func handOver(ctx context.Context, s *settings, c *cluster, leader *tenure) (*te
 	t0 := time.Now()
 	go func() { stopped <- c.stop(cd) }()
 	next, err := c.rec.next(ctx, s.patience())
-	// Skip elections from before the stop: a leader that lost its term
-	// (a loaded machine, a short term) and won it back, queued since.
+	// Skip elections from before the stop, queued since the last look.
 	for err == nil && next.start.Before(t0) {
 		next, err = c.rec.next(ctx, s.patience())
 	}

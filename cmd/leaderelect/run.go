@@ -308,14 +308,16 @@ func (r *runner) onElected(ctx context.Context, tv *leaderelection.TimeView) {
 		r.cancelAcquire()
 	}
 	r.mu.Unlock()
-	// The term is released (by Acquire) only once this returns: not before
-	// every process of COMMAND's group is gone (see awaitGroupGone), and
-	// no later than the end of the term as it stands now. Acquire was
-	// cancelled or leadership ended, so that the term is no longer
-	// extended and is left to expire, unless COMMAND was stopped for a
-	// term about to end or a watchdog that cannot be told of extensions:
-	// then a late extension may land meanwhile, and a process that lives
-	// on past SIGKILL must not hold the term for ever.
+	// The term is released (by Acquire) once this returns, if still held:
+	// not before every process of COMMAND's group is gone (see
+	// awaitGroupGone), and no later than the end of the term as it stands
+	// now. Where Acquire was cancelled or leadership ended, the term is no
+	// longer extended, and a process still alive then leaves it to
+	// expire. Where COMMAND was stopped for a watchdog that cannot be told
+	// of extensions, or for a term about to end whose extension then
+	// landed, Acquire goes on extending it: the bound keeps a process
+	// that lives on past SIGKILL from holding the term for ever, and the
+	// term is released after it even so.
 	if pgid > 0 {
 		end := tv.Get()
 		held := func() bool { return tv.ValueInFuture() && time.Now().Before(end) }
