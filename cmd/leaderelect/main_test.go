@@ -717,16 +717,7 @@ func TestRunStopsCommandBeforeTermEnds(t *testing.T) {
 // says the term is over, and takes a zombie (killed, not yet reaped by its
 // parent) for gone.
 func TestAwaitGroupGone(t *testing.T) {
-	cmd := exec.Command("sleep", "60")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pgid := cmd.Process.Pid
-	defer func() {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	}()
+	pgid := startInGroup(t, exec.Command("sleep", "60"))
 	over := time.Now().Add(100 * time.Millisecond)
 	if awaitGroupGone(pgid, func() bool { return time.Now().Before(over) }) {
 		t.Fatal("awaitGroupGone reported a running group gone")
@@ -734,14 +725,7 @@ func TestAwaitGroupGone(t *testing.T) {
 	if time.Now().Before(over) {
 		t.Errorf("awaitGroupGone returned before held turned false")
 	}
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	// Not reaped: a zombie until cmd.Wait.
-	killed := time.Now()
-	if !awaitGroupGone(pgid, func() bool { return time.Since(killed) < 10*time.Second }) {
-		t.Fatal("awaitGroupGone still found the group alive 10 s after SIGKILL, its only process a zombie")
-	}
+	killAndAwaitGone(t, pgid) // not reaped: a zombie until cmd.Wait
 	if s := procState(t, pgid); s != "Z" {
 		t.Errorf("the killed process is in state %s, want a zombie (the test shows nothing)", s)
 	}
@@ -752,15 +736,7 @@ func TestAwaitGroupGone(t *testing.T) {
 func TestAwaitGroupGoneThreads(t *testing.T) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), childEnv+"="+leaderExitsMode)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pgid := cmd.Process.Pid
-	defer func() {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	}()
+	pgid := startInGroup(t, cmd)
 	for deadline := time.Now().Add(patience); procState(t, pgid) != "Z"; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the child's main thread did not exit within %v", patience)
@@ -770,6 +746,29 @@ func TestAwaitGroupGoneThreads(t *testing.T) {
 	if awaitGroupGone(pgid, func() bool { return time.Now().Before(over) }) {
 		t.Fatal("awaitGroupGone reported gone a process whose main thread is a zombie while its other threads run")
 	}
+	killAndAwaitGone(t, pgid)
+}
+
+// startInGroup starts cmd in a process group of its own, which is killed and
+// reaped when the test ends, and returns the group.
+func startInGroup(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	t.Cleanup(func() {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	return pgid
+}
+
+// killAndAwaitGone sends SIGKILL to group pgid and checks that
+// awaitGroupGone then finds it gone (without reaping it).
+func killAndAwaitGone(t *testing.T, pgid int) {
+	t.Helper()
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
