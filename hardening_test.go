@@ -18,6 +18,7 @@ import (
 	"github.com/racedecider/leaderelection/internal/hooks"
 	"github.com/racedecider/leaderelection/internal/skewclock"
 	"github.com/racedecider/leaderelection/memory"
+	"github.com/racedecider/leaderelection/racedecidertest"
 )
 
 // These check the engine at its edges: what it does when the store refuses,
@@ -327,40 +328,55 @@ func deafCandidate(t *testing.T, ahead time.Duration) {
 // Candidates that found their channel deaf read before they write at a
 // takeover, as pollers do, instead of taking the channel's word that the
 // record is as they last saw it: a crashed leader's herd of 8 takes over
-// with a write or two, not one each.
+// with a few writes, not one each.
 func TestDeafChannelHerdReadsAtTakeover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memory.NewDecider()
+		st := newDelayedStore(herdLeg, false)
 		m := newMonitor(t)
-		cfgA := baseConfig(mem, "a", m, nil)
+		cfgA := baseConfig(st.access("a"), "a", m, nil)
 		cfgA.DisableRelease = true // stopping a is a crash
 		stopA := runCandidate(t, cfgA)
 		next(m)
-		f := &faultyDecider{RaceDecider: mem}
-		var stops []func()
+		var stops []func(testing.TB)
 		for i := range 8 {
-			ch := &healingPush{RaceDecider: f, n: mem}
+			id := "b" + itoa(i)
+			ch := &healingPush{RaceDecider: st.access(id), n: st.mem}
 			ch.deaf.Store(true)
-			cfg := baseConfig(ch, "b"+itoa(i), m, nil)
+			cfg := baseConfig(ch, id, m, nil)
 			cfg.PollInterval = time.Second
-			stops = append(stops, runCandidate(t, cfg))
+			stops = append(stops, racedecidertest.StartCandidate(hooks.WithRand(t.Context(), rand.New(rand.NewPCG(7, uint64(i)))), cfg).Stop)
 		}
 		time.Sleep(2 * term) // each finds the channel deaf at its first takeover
 		synctest.Wait()
-		if n := f.writes.Load(); n != 8 {
+		if n := writesBy(st, "b", time.Time{}); n != 8 {
 			t.Fatalf("%d writes by 8 candidates over 2 terms; want one each, finding the channel deaf", n)
 		}
+		crashed := time.Now()
 		stopA()
 		next(m)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if n := f.writes.Load() - 8; n > 3 {
+		n := writesBy(st, "b", crashed)
+		if n > 3 {
 			t.Errorf("%d writes to take over from a crashed leader among 8 on deaf channels; want at most 3", n)
 		}
 		for _, stop := range stops {
-			stop()
+			stop(t)
 		}
 	})
+}
+
+// writesBy counts the writes sent to st since from by candidates whose names
+// begin with prefix.
+func writesBy(st *delayedStore, prefix string, from time.Time) int {
+	_, w := st.between(from, time.Now())
+	n := 0
+	for _, o := range w {
+		if strings.HasPrefix(o.who, prefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // healingPush is deaf while deaf is set (every wait runs to its deadline,

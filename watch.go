@@ -306,12 +306,12 @@ func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, gri
 			return nil, false, false, ctx.Err()
 		}
 	} else {
-		rec, quiet, err := wt.wait(ctx, rec.Token, until)
+		got, quiet, err := wt.wait(ctx, rec.Token, until)
 		switch {
 		case err != nil:
 			return nil, false, false, err
-		case rec != nil:
-			return rec, true, false, nil
+		case got != nil:
+			return got, true, false, nil
 		}
 		vouched = quiet
 	}
