@@ -219,13 +219,7 @@ func TestFailedPushDegradesToPolling(t *testing.T) {
 			cfg.PollInterval = time.Second
 			stopB := runCandidate(t, cfg)
 			time.Sleep(time.Second)
-			released := time.Now()
-			stopA()
-			b := next(m)
-			if took := b.Start.Sub(released); b.ID != "b" || took > 2*time.Second {
-				t.Errorf("%s elected %v after the release; want b within about a poll interval (a's term ran to %v)",
-					b.ID, took, a.TV.Get())
-			}
+			handsOverTo(t, m, a, stopA, "b", 2*time.Second) // about a poll interval
 			stopB()
 		})
 	})
@@ -314,15 +308,21 @@ func deafCandidate(t *testing.T, ahead time.Duration) {
 		if n := f.reads.Load() - reads; n != 0 {
 			t.Errorf("b read %d times in %v after the channel brought a change again; want none", n, 3*term)
 		}
-		released := time.Now()
-		stopA()
-		b := next(m)
-		if took := b.Start.Sub(released); b.ID != "b" || took > 100*time.Millisecond {
-			t.Errorf("%s elected %v after the release; want b at once, told by the channel (a's term ran to %v)",
-				b.ID, took, a.TV.Get())
-		}
+		handsOverTo(t, m, a, stopA, "b", 100*time.Millisecond) // at once, told by the channel
 		stopB()
 	})
+}
+
+// handsOverTo stops a's candidate (which releases) and checks that want is
+// elected next, within limit of the stop.
+func handsOverTo(t *testing.T, m *racedecidertest.Monitor, a *racedecidertest.Tenure, stopA func(), want string, limit time.Duration) {
+	t.Helper()
+	released := time.Now()
+	stopA()
+	b := next(m)
+	if took := b.Start.Sub(released); b.ID != want || took > limit {
+		t.Errorf("%s elected %v after %s's release; want %s within %v (%s's term ran to %v)", b.ID, took, a.ID, want, limit, a.ID, a.TV.Get())
+	}
 }
 
 // Candidates that found their channel deaf read before they write at a
