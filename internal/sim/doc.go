@@ -143,8 +143,10 @@
 // Scenario.HandoverBound and, when the poll interval allows it, before the
 // released term would have run out. Cost: in the quiet phase each candidate
 // stays within the design's budget of writes, reads and change waits per
-// term (8 more writes and change waits after a slow-store phase: the leader
-// times extensions from the slowest of its last 8 writes); at any time, no
+// term (8 more writes and change waits after a slow-store phase, or for a
+// participant one of whose last 8 writes before the quiet phase took over
+// a fifth of the term: the leader times extensions from the slowest of its
+// last 8 writes); at any time, no
 // incarnation makes more than its per-term budget (below), or 100 calls at
 // one virtual instant (a busy loop, which the store then breaks by making
 // each call take a millisecond).

@@ -113,6 +113,9 @@ type proc struct {
 	budget                int           // the most ops allowed in one window (see opBudget)
 	lastOpAt              time.Time     // virtual instant of the last store call
 	sameInstant           int           // store calls made at lastOpAt
+	// slowWrites is writes as it stood after the last write that took
+	// over a fifth of the term (see checkCost); 0 if none did.
+	slowWrites int
 }
 
 func (p *proc) String() string { return p.id }
@@ -446,6 +449,24 @@ func (p *proc) opCounts() (reads, writes, pushes int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.reads, p.writes, p.pushes
+}
+
+// noteWrite takes note of a write that took took, for checkCost.
+func (p *proc) noteWrite(took time.Duration) {
+	if took <= p.s.sc.Term/5 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.slowWrites = p.writes
+}
+
+// slowWriteAfter reports whether one of the writes after the first n took
+// over a fifth of the term.
+func (p *proc) slowWriteAfter(n int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.slowWrites > n
 }
 
 // config returns the Config of this incarnation's Acquire.

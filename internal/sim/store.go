@@ -541,6 +541,7 @@ func (a *access) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 func (a *access) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
 	s, p := a.st.s, a.p
 	var zero entry.LeaderToken
+	defer func(t0 time.Time) { p.noteWrite(time.Since(t0)) }(time.Now())
 	if !p.gate() {
 		return zero, errDead
 	}
