@@ -96,6 +96,16 @@ func childMain(mode string) {
 	}
 	report(startLinePfx)
 	if mode == leaderExitsMode {
+		// The test kills this process; nothing else would end it once
+		// its main thread is gone (SIGTERM's receiver with it), so it
+		// goes when the test binary does, should that die first.
+		ppid := os.Getppid()
+		go func() {
+			for os.Getppid() == ppid {
+				time.Sleep(100 * time.Millisecond)
+			}
+			os.Exit(1)
+		}()
 		// Only the main thread exits (exit, not exit_group): the
 		// process lives on in the runtime's other threads, its main
 		// thread a zombie.
