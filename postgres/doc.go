@@ -102,9 +102,15 @@
 // ID and addresses by listening on the channel.
 //
 // LISTEN needs a session of its own: connect the pool directly to PostgreSQL
-// or through a pooler in session mode. Behind a pooler in transaction mode
-// (PgBouncer's default), notifications may never arrive; the election stays
-// safe, but candidates then learn of changes only at their deadlines.
+// or through a pooler in session mode. Behind a pooler in transaction mode,
+// notifications may never arrive; the election stays safe, and candidates
+// and watchers find the channel deaf at the next term's end and poll every
+// PollInterval from then on.
+//
+// A pool whose ConnConfig has its own OnNotification handler gets the
+// listener's notifications there too, as pgx hands each one to that handler
+// instead of to the connection: each is then an unverified hint, which
+// costs the listener a read.
 //
 // # Clocks
 //

@@ -71,9 +71,8 @@ func (b *backoff) next() time.Duration {
 // Nor does any error of the listener's own (a read or a connection that
 // timed out).
 func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*entry.RaceEntry, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: wait for a change of %s: %w", d.name, err)
-	}
+	// A ctx that has ended already is no shortcut: the answer still says
+	// whether token is current, as far as the listener knows.
 	ln, err := d.listener()
 	if err != nil {
 		return nil, err
@@ -457,6 +456,11 @@ func (l *listener) listen(conn *pgx.Conn) error {
 		timedOut := wctx.Err() != nil
 		cancel()
 		switch {
+		case err == nil && n == nil:
+			// The pool's own OnNotification handler took it (pgx keeps
+			// notifications only without one): a change, unverified.
+			l.notify("")
+			continue
 		case err == nil:
 			if n.Channel == l.d.channel {
 				l.notify(n.Payload)

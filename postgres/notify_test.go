@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/racedecider/leaderelection/entry"
@@ -50,6 +51,42 @@ func TestPushAcrossClients(t *testing.T) {
 	r := <-done
 	if r.err != nil || r.e.WriteID != "w0" || !r.e.Token.SameVersion(tok) {
 		t.Fatalf("WaitForChange across a write by another client = %+v, %v; want w0 at %s", r.e, r.err, tok.Version)
+	}
+}
+
+// TestPoolWithItsOwnNotificationHandler: pgx hands a notification to the
+// pool's OnNotification handler, if it has one, and the listener's
+// connection then gets none of its own. Each is a hint to read, not a crash.
+func TestPoolWithItsOwnNotificationHandler(t *testing.T) {
+	dsn := serverDSN(t)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int32
+	cfg.ConnConfig.OnNotification = func(*pgconn.PgConn, *pgconn.Notification) { handled.Add(1) }
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	table := freshTable(t, pool)
+	election := freshName("election")
+	waiter := newDecider(t, pool, table, election)
+	writer := newDecider(t, newPool(t, dsn, 2), table, election)
+	if err := postgres.AwaitListening(t.Context(), waiter); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	done := waitAsync(ctx, waiter, entry.LeaderToken{})
+	tok := faultproxy.MustWrite(t, writer, faultproxy.Record(0, "w0", entry.LeaderToken{}))
+	r := <-done
+	if r.err != nil || r.e.WriteID != "w0" || !r.e.Token.SameVersion(tok) {
+		t.Fatalf("WaitForChange across a write, the pool handling notifications itself = %+v, %v; want w0 at %s", r.e, r.err, tok.Version)
+	}
+	if handled.Load() == 0 {
+		t.Fatal("the pool's OnNotification handler got no notification: the test no longer shows what it is about")
 	}
 }
 
