@@ -104,9 +104,8 @@ func (b *backoff) next() time.Duration {
 // being replaced, a GET under way) returns an error that does not wrap
 // ctx's: it vouches for nothing, and the engine reads.
 func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*entry.RaceEntry, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("kube: wait for a change of %s: %w", d.name, err)
-	}
+	// A ctx that has ended already is no shortcut: the answer still says
+	// whether token is current, as far as the watch knows.
 	began := time.Now()
 	w, err := d.watcher()
 	if err != nil {

@@ -423,4 +423,11 @@ func changeNotifier(t *testing.T, d leaderelection.RaceDecider) {
 	if _, err := cn.WaitForChange(ctx, r.e.Token); !errors.Is(err, context.Canceled) {
 		t.Errorf("WaitForChange with a cancelled context: err = %v, want context.Canceled", err)
 	}
+	// A context that ended before the call vouches for nothing by itself:
+	// with a token already replaced, ctx's error would say that nothing
+	// changed, and the caller would not read.
+	got, err = cn.WaitForChange(ctx, tok)
+	if errors.Is(err, context.Canceled) || (err == nil && (got == nil || got.WriteID != "w-1")) {
+		t.Errorf("WaitForChange with a cancelled context and a replaced token = %+v, %v; want the record that replaced it, or an error that does not wrap context.Canceled", got, err)
+	}
 }
