@@ -692,3 +692,41 @@ func TestWaitOnAChannelNotUpVouchesForNothing(t *testing.T) {
 		<-done
 	})
 }
+
+// echoingNotifier breaks ChangeNotifier's contract: it answers every wait at
+// once with the current record, changed or not.
+type echoingNotifier struct {
+	*memory.Decider
+	waits atomic.Int64
+}
+
+func (e *echoingNotifier) WaitForChange(ctx context.Context, _ entry.LeaderToken) (*entry.RaceEntry, error) {
+	if e.waits.Add(1) > 100 {
+		// A candidate that loops on it would never block, and virtual
+		// time would stand still: let it pass, so the test can end.
+		time.Sleep(10 * time.Millisecond)
+	}
+	return e.Decider.ReadCurrent(ctx)
+}
+
+// A push channel that echoes the record it was to wait past is a failed
+// channel: a waiting candidate polls, rather than waiting on it again at
+// once, in a loop.
+func TestEchoingPushChannelDoesNotLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := newMonitor(t)
+		stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+		next(m)
+		e := &echoingNotifier{Decider: mem}
+		stopB := runCandidate(t, baseConfig(e, "b", m, nil))
+		time.Sleep(3 * term)
+		synctest.Wait()
+		// About one wait a poll (PollInterval: term/4).
+		if n := e.waits.Load(); n > 3*4+2 {
+			t.Errorf("a waiting candidate waited on an echoing push channel %d times in 3 terms; want about one a poll", n)
+		}
+		stopB()
+		stopA()
+	})
+}

@@ -49,6 +49,11 @@ func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Tim
 	defer cancel()
 	began := w.clock.Now()
 	rec, err := w.n.WaitForChange(wctx, tok)
+	if err == nil && rec != nil && rec.Token.SameVersion(tok) {
+		// Not news. Were it taken for news, the caller would wait on
+		// the channel again at once, in a loop: it failed instead.
+		rec, err = nil, errEcho
+	}
 	vouched, reported := true, err
 	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
 		// The wait ran its course. Nothing changed if the channel says
@@ -87,6 +92,10 @@ func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Tim
 	}
 	return nil, false, nil
 }
+
+// errEcho is the failure of a push channel that answered a wait with the
+// record it was told to wait past, which a ChangeNotifier must not do.
+var errEcho = errors.New("leaderelection: the push channel answered a wait with the record it was to wait past; polling instead")
 
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
