@@ -53,6 +53,9 @@ func (c Config) Acquire(ctx context.Context) error {
 	// Spacing writes needs the clock check too: it places the commit
 	// times the store reports on this host's clock (see writableAt).
 	cd.obs = newHook(cd.Observer, cd.Decider, cd.Observer != nil || cd.EnforceMaxClockSkew || cd.spacing > 0, cd.MaxClockSkew, 8*cd.TermLength, cd.log)
+	// A waiting candidate on a store that pushes changes may not read
+	// for as long as its leader lives: its waits are its requests.
+	cd.waiter.h = cd.obs
 	if cd.spacing > 0 {
 		if cd.TermLength < 4*cd.spacing {
 			// Extensions come every half term; with a retry each, they

@@ -44,8 +44,11 @@ type HealthCheck struct {
 	Tolerance time.Duration
 	// MaxQuiet, when positive, is how long an election may go without an
 	// answered store request. A campaign reads at least every PollInterval
-	// and a watcher every WatchConfig.PollInterval (8 x that with push),
-	// so set it to several of those. Zero disables the check.
+	// and a watcher every WatchConfig.PollInterval (8 x that with push);
+	// on a store that pushes changes, a wait that a change or its deadline
+	// ends is an answer too (a waiting candidate is woken by each
+	// extension, and reads nothing). Set it to several PollIntervals. Zero
+	// disables the check.
 	MaxQuiet time.Duration
 	// Clock is the time source; nil means the real clock.
 	Clock clocks.Clock

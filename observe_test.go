@@ -395,6 +395,37 @@ func TestHealthCheck(t *testing.T) {
 	})
 }
 
+// TestHealthCheckStandbyOnPushStore: a waiting candidate on a store that
+// pushes changes reads nothing while its leader lives (each extension is
+// pushed to it), and is healthy all the same; cut off from the store, it is
+// not.
+func TestHealthCheckStandbyOnPushStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := newMonitor(t)
+		stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+		next(m)
+		hc := &leaderelection.HealthCheck{MaxQuiet: term}
+		acc := racedecidertest.Cuttable(mem)
+		cfg := baseConfig(acc.Decider, "b", m, nil)
+		cfg.Observer = hc
+		stopB := runCandidate(t, cfg)
+		time.Sleep(3 * term)
+		synctest.Wait()
+		if err := hc.Check(); err != nil {
+			t.Errorf("a waiting candidate woken by each extension: %v, want healthy", err)
+		}
+		acc.Cut(true)
+		time.Sleep(2 * term)
+		if err := hc.Check(); err == nil || !strings.Contains(err.Error(), "no answer from the store") {
+			t.Errorf("a waiting candidate cut off for 2 terms: %v, want unhealthy for quiet", err)
+		}
+		acc.Cut(false)
+		stopB()
+		stopA()
+	})
+}
+
 func TestWatchObserver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewDecider()
