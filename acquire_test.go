@@ -424,6 +424,9 @@ func TestValidate(t *testing.T) {
 		{"skew whose double overflows", func(c *leaderelection.Config) { c.MaxClockSkew = math.MaxInt64 / 2 }, []string{"must be greater than 2 x MaxClockSkew"}},
 		{"tiny term", func(c *leaderelection.Config) { c.TermLength, c.MaxClockSkew = 100*time.Nanosecond, 0 }, []string{"TermLength (100ns) must be at least 1ms"}},
 		{"tiny poll", func(c *leaderelection.Config) { c.PollInterval = time.Millisecond }, []string{"PollInterval (1ms) must be at least TermLength/64 (15.625ms)"}},
+		// Schedules span many intervals: past a day they would overflow.
+		{"huge term", func(c *leaderelection.Config) { c.TermLength = 25 * time.Hour }, []string{"TermLength (25h0m0s) must be at most 24h0m0s"}},
+		{"huge poll", func(c *leaderelection.Config) { c.PollInterval = math.MaxInt64 }, []string{"PollInterval (2562047h47m16.854775807s) must be at most 24h0m0s"}},
 		{"several", func(c *leaderelection.Config) { c.Decider = nil; c.LeaderID = "" }, []string{"nil Decider", "empty LeaderID"}},
 	}
 	if err := (*leaderelection.Config)(nil).Validate(); err == nil {

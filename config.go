@@ -52,7 +52,7 @@ type Config struct {
 	// term means faster failover and more writes (the leader writes twice
 	// per term). DefaultTermLength suits most jobs. It must be greater than
 	// 2 x MaxClockSkew; 4 x or more is recommended, so that the leader
-	// still has time to extend after the skew corrections.
+	// still has time to extend after the skew corrections. At most 24 hours.
 	TermLength time.Duration
 
 	// MaxClockSkew bounds how far apart any two candidates' clocks may be.
@@ -73,7 +73,7 @@ type Config struct {
 	// on a schedule of its own, fixed on the clock: a period between 7/8 of
 	// PollInterval and all of it, at a phase drawn at random, so that
 	// candidates that read together (started together, woken at one
-	// takeover time) do not go on polling in step.
+	// takeover time) do not go on polling in step. At most 24 hours.
 	PollInterval time.Duration
 
 	// ExpectedCandidates is about how many candidates campaign for this
@@ -198,6 +198,12 @@ func validateTiming(term, skew, poll time.Duration) []error {
 	if term < minTermLength {
 		errs = append(errs, fmt.Errorf("TermLength (%s) must be at least %s", term, minTermLength))
 	}
+	if term > maxInterval {
+		errs = append(errs, fmt.Errorf("TermLength (%s) must be at most %s", term, maxInterval))
+	}
+	if poll > maxInterval {
+		errs = append(errs, fmt.Errorf("PollInterval (%s) must be at most %s", poll, maxInterval))
+	}
 	// term - skew <= skew is term <= 2 x skew without the overflow.
 	if term-skew <= skew {
 		rec := "4 x MaxClockSkew"
@@ -217,6 +223,12 @@ func validateTiming(term, skew, poll time.Duration) []error {
 // minTermLength is the shortest TermLength: below it the engine's backoffs
 // and timeouts, shares of the term, would round to nothing.
 const minTermLength = time.Millisecond
+
+// maxInterval bounds TermLength and PollInterval: far longer than any
+// election needs, and short enough that the schedules derived from them
+// (poll grids of many intervals, defaults of many shares of the term) stay
+// within a Duration.
+const maxInterval = 24 * time.Hour
 
 // maxExpectedCandidates bounds ExpectedCandidates, so that the PollInterval
 // derived from it stays within reason (and within a Duration).

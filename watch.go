@@ -29,7 +29,8 @@ type WatchConfig struct {
 
 	// PollInterval bounds how long the watcher goes without reading when
 	// the Decider cannot push changes: the longest a release, extension or
-	// new leader can go unnoticed. Zero means DefaultWatchPollInterval.
+	// new leader can go unnoticed. Zero means DefaultWatchPollInterval; at
+	// most 24 hours.
 	PollInterval time.Duration
 
 	// Clock is the time source; nil means the real clock.
@@ -104,8 +105,8 @@ func (w *WatchConfig) Validate() error {
 	if w.MaxClockSkew < 0 {
 		errs = append(errs, fmt.Errorf("MaxClockSkew (%s) must not be negative", w.MaxClockSkew))
 	}
-	if w.PollInterval < 0 {
-		errs = append(errs, fmt.Errorf("PollInterval (%s) must not be negative", w.PollInterval))
+	if w.PollInterval < 0 || w.PollInterval > maxInterval {
+		errs = append(errs, fmt.Errorf("PollInterval (%s) must be between 0 and %s", w.PollInterval, maxInterval))
 	}
 	if len(errs) == 0 {
 		return nil

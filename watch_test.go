@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -122,10 +123,16 @@ func TestWatchRetriesReadErrors(t *testing.T) {
 
 func TestWatchValidate(t *testing.T) {
 	err := leaderelection.WatchConfig{MaxClockSkew: -time.Second, PollInterval: -1}.Watch(t.Context(), nil)
-	for _, want := range []string{"nil Decider", "MaxClockSkew (-1s) must not be negative", "PollInterval (-1ns)"} {
+	for _, want := range []string{"nil Decider", "MaxClockSkew (-1s) must not be negative", "PollInterval (-1ns) must be between 0 and 24h0m0s"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Watch error %v does not contain %q", err, want)
 		}
+	}
+	// "Never poll, the store pushes" is a day at most: the poll schedule
+	// spans many intervals, and would overflow.
+	err = leaderelection.WatchConfig{Decider: memory.NewDecider(), PollInterval: math.MaxInt64}.Watch(t.Context(), nil)
+	if want := "PollInterval (2562047h47m16.854775807s) must be between 0 and 24h0m0s"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Watch error %v does not contain %q", err, want)
 	}
 }
 
