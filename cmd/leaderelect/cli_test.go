@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,6 +79,10 @@ func TestCommandLine(t *testing.T) {
 			stderr: []string{"--grace (5s) must be less than --term (5s) minus --skew (1s)"}},
 		{name: "skew too large", args: []string{"run", "--store", record, "--term=1s", "--skew=500ms", "--grace=0s", "--", "true"}, code: exitUsage,
 			stderr: []string{"--term (1s) must be greater than 2 x --skew (500ms)"}},
+		{name: "skew whose double overflows", args: []string{"run", "--store", record, "--term=2s", "--skew=2562047h", "--", "true"}, code: exitUsage,
+			stderr: []string{"--term (2s) must be greater than 2 x --skew (2562047h0m0s)"}},
+		{name: "tiny term", args: []string{"run", "--store", record, "--term=500us", "--skew=0s", "--grace=0s", "--", "true"}, code: exitUsage,
+			stderr: []string{"--term (500µs) must be between 1ms and 24h"}},
 		{name: "command not found", args: []string{"run", "--store", record, "--", "/no/such/command"}, code: exitNotFound,
 			stderr: []string{"/no/such/command"}},
 		{name: "store from the environment", args: []string{"status"}, env: map[string]string{"LEADERELECT_STORE": record},
@@ -147,6 +152,59 @@ func (refusingDecider) WriteEntry(context.Context, *entry.RaceEntry) (entry.Lead
 }
 
 func (refusingDecider) String() string { return "refusing://x" }
+
+// lateExtensionScheme is a store whose first extension of each tenure lands
+// lateBy before the term ends, as after one slow write.
+const (
+	lateExtensionScheme = "lateext"
+	lateBy              = 350 * time.Millisecond
+)
+
+func init() {
+	leaderelection.RegisterScheme(lateExtensionScheme, leaderelection.URLOpener{
+		Form: "lateext://NAME",
+		Open: func(ctx context.Context, u *url.URL) (leaderelection.RaceDecider, error) {
+			return &lateExtension{Decider: memory.NewDecider()}, nil
+		},
+	})
+}
+
+type lateExtension struct {
+	*memory.Decider
+	mu     sync.Mutex
+	expiry time.Time // the current tenure's, as acquired
+	slowed bool
+}
+
+func (d *lateExtension) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	d.mu.Lock()
+	switch {
+	case e.Released || e.ElectionNumber == e.Term:
+		d.expiry, d.slowed = e.TermExpiry, false
+	case !d.slowed:
+		d.slowed = true
+		until := d.expiry.Add(-lateBy)
+		d.mu.Unlock()
+		time.Sleep(time.Until(until)) // the slow write
+		return d.Decider.WriteEntry(context.WithoutCancel(ctx), e)
+	}
+	d.mu.Unlock()
+	return d.Decider.WriteEntry(ctx, e)
+}
+
+// TestRunLateExtensionWithoutGrace: with --grace 0, an extension that lands
+// a little before the watchdog would kill (lateBy before the term ends: 150
+// ms before the kill, 50 ms before leaderelect's last look) reaches the
+// watchdog in time, and COMMAND runs on to exit by itself. (leaderelect used
+// to look last at the very instant of the kill, and the watchdog killed
+// COMMAND, whose status 137 run then took for COMMAND's own.)
+func TestRunLateExtensionWithoutGrace(t *testing.T) {
+	var stdout, stderr testenv.SyncBuffer
+	o := dispatch([]string{"run", "--store", "lateext://x", "--term=4s", "--skew=100ms", "--grace=0s", "--", "sleep", "4.5"}, &stdout, &stderr)
+	if o.code != 0 || o.signal != 0 || strings.Contains(stderr.String(), "killed") || strings.Contains(stderr.String(), "stopping the command") {
+		t.Errorf("a command whose term was extended in time: exit %+v, want 0, with no kill\n%s", o, &stderr)
+	}
+}
 
 // TestRunStoreRefuses: when Acquire gives up on a refusal, run exits 125
 // naming the store, instead of retrying forever.

@@ -272,7 +272,9 @@ func (r *runner) handleSignals(sigs <-chan os.Signal, done <-chan struct{}) {
 				r.signal = sig
 				close(r.stop)
 				r.log.Info("received a signal: stopping", "signal", sig.String())
-				if !r.inElected {
+				if !r.inElected && r.cancelAcquire != nil {
+					// (nil before the first campaign, which sees
+					// r.signal and does not begin.)
 					r.cancelAcquire()
 				}
 			case r.kill != nil:
@@ -331,6 +333,15 @@ func (r *runner) onElected(ctx context.Context, tv *leaderelection.TimeView) {
 // gets SIGKILL, so that it is gone by then.
 func (r *runner) killLead() time.Duration { return min(r.term/20, 250*time.Millisecond) }
 
+// stopAt is when COMMAND gets SIGTERM unless the term tv holds is extended
+// first: --grace before it must be gone (at most a quarter term), and never
+// later than a little before, so that an extension that lands until then
+// reaches the watchdog before it would kill (with --grace 0, the two would
+// act at one instant).
+func (r *runner) stopAt(tv *leaderelection.TimeView) time.Time {
+	return tv.Get().Add(-r.killLead() - max(min(r.grace, r.term/4), r.killLead()/2))
+}
+
 // supervise runs COMMAND while this candidate leads. It returns how COMMAND
 // exited when it exited by itself (or could not be started), and nil when it
 // was stopped; and COMMAND's process group, which got SIGKILL once COMMAND
@@ -356,6 +367,11 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 			wd.disarm()
 		}
 	}()
+	if !time.Now().Before(r.stopAt(tv)) {
+		// Starting the watchdog took what was left of the term: COMMAND
+		// would be stopped as soon as it started.
+		return nil, 0
+	}
 	c, err := startChild(r.argv, env)
 	if err != nil {
 		r.log.Error("could not start the command", "err", err)
@@ -381,7 +397,7 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 		var next time.Time
 		switch {
 		case !termSent:
-			stopAt := killBy.Add(-min(r.grace, r.term/4))
+			stopAt := r.stopAt(tv)
 			reason := ""
 			switch {
 			case ctx.Err() != nil:

@@ -16,7 +16,14 @@ func timingProblems(term, skew time.Duration) []string {
 	if skew < 0 {
 		p = append(p, fmt.Sprintf("--skew (%s) must not be negative", skew))
 	}
-	if len(p) == 0 && term <= 2*skew {
+	if len(p) > 0 {
+		return p
+	}
+	if term < time.Millisecond || term > 24*time.Hour {
+		p = append(p, fmt.Sprintf("--term (%s) must be between 1ms and 24h", term))
+	}
+	// term - skew <= skew is term <= 2 x skew without the overflow.
+	if term-skew <= skew {
 		p = append(p, fmt.Sprintf("--term (%s) must be greater than 2 x --skew (%s); 4 x or more is recommended", term, skew))
 	}
 	return p
