@@ -6,7 +6,9 @@ import (
 	"net"
 	"net/http"
 
+	"cloud.google.com/go/auth"
 	"cloud.google.com/go/storage"
+	"golang.org/x/oauth2"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -64,7 +66,28 @@ func classify(err error, req request) (class, string) {
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
 		return classifyGRPC(st.Code(), req)
 	}
+	if code := tokenEndpointStatus(err); code >= 400 && code < 500 &&
+		code != http.StatusRequestTimeout && code != http.StatusTooManyRequests {
+		// No request reached Cloud Storage: Google's token endpoint
+		// refused the credentials (400 invalid_grant: a deleted key, a
+		// disabled account), and will until they change.
+		return refused, fmt.Sprintf("no usable Google credentials: the token endpoint answered %d %s", code, http.StatusText(code))
+	}
 	return unknown, ""
+}
+
+// tokenEndpointStatus is the HTTP status with which an OAuth token endpoint
+// answered, if err is the failure to get a token; 0 if not.
+func tokenEndpointStatus(err error) int {
+	var aerr *auth.Error
+	var oerr *oauth2.RetrieveError
+	switch {
+	case errors.As(err, &aerr) && aerr.Response != nil:
+		return aerr.Response.StatusCode
+	case errors.As(err, &oerr) && oerr.Response != nil:
+		return oerr.Response.StatusCode
+	}
+	return 0
 }
 
 func classifyHTTP(code int, req request) (class, string) {

@@ -2,15 +2,22 @@ package gcs_test
 
 import (
 	"cmp"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/storage"
+	"google.golang.org/api/option"
 
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/gcs"
@@ -199,6 +206,78 @@ func TestBucketCheckAnswers(t *testing.T) {
 				t.Errorf("denied listing: %v; want it to name storage.objects.list", err)
 			}
 			t.Logf("%v", err)
+		})
+	}
+}
+
+// TestTokenEndpointAnswers: the client gets its token from an OAuth token
+// endpoint before any request to Cloud Storage. A 4xx there (400
+// invalid_grant: a deleted key, a disabled account) is a refusal naming the
+// credentials, not an unknown outcome retried for ever; a 5xx or a 429 may
+// pass, and is an unknown outcome.
+func TestTokenEndpointAnswers(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var storeRequests atomic.Int64
+	store := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		storeRequests.Add(1)
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer store.Close()
+	for _, tc := range []struct {
+		status int
+		want   error
+	}{
+		{http.StatusBadRequest, entry.ErrRefused},
+		{http.StatusUnauthorized, entry.ErrRefused},
+		{http.StatusTooManyRequests, errUnknown},
+		{http.StatusServiceUnavailable, errUnknown},
+	} {
+		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+			tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				w.Write([]byte(`{"error":"invalid_grant","error_description":"Invalid JWT Signature."}`))
+			}))
+			defer tokens.Close()
+			sa, err := json.Marshal(map[string]string{
+				"type": "service_account", "project_id": "p", "private_key_id": "k1",
+				"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+				"client_email": "sa@p.iam.gserviceaccount.com", "client_id": "1",
+				"token_uri": tokens.URL + "/token",
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := storage.NewClient(t.Context(), option.WithAuthCredentialsJSON(option.ServiceAccount, sa),
+				option.WithEndpoint(store.URL+"/storage/v1/"), option.WithScopes(storage.ScopeFullControl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetRetry(storage.WithPolicy(storage.RetryNever))
+			d, err := gcs.NewDecider(c, "bucket", "object")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, rerr := d.ReadCurrent(t.Context())
+			_, werr := d.WriteEntry(t.Context(), faultproxy.Record(0, "w-0", entry.LeaderToken{}))
+			for what, err := range map[string]error{"read": rerr, "write": werr} {
+				if got := classOf(err); got != tc.want {
+					t.Errorf("%s with the token endpoint answering %d: %v; want %v", what, tc.status, err, tc.want)
+				} else if tc.want == entry.ErrRefused && !strings.Contains(err.Error(), "no usable Google credentials") {
+					t.Errorf("%s: %q does not say the credentials are the trouble", what, err)
+				}
+			}
+			if n := storeRequests.Load(); n != 0 {
+				t.Errorf("Cloud Storage got %d requests; none can be sent without a token", n)
+			}
 		})
 	}
 }

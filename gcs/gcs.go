@@ -50,9 +50,11 @@
 //
 // One function, classify, maps every answer: 412 is entry.ErrRaceLost; 429,
 // and 503 on a read, entry.ErrThrottled; 401, 403, a missing bucket and any
-// other 4xx entry.ErrRefused, naming the object; timeouts, resets and other
-// 5xx (503 on an upload included: nothing proves it was not applied) an
-// unknown outcome. The storage client reports a download's 404 the same way
+// other 4xx entry.ErrRefused, naming the object, as is a 4xx but 408 and 429
+// from the OAuth token endpoint (400 invalid_grant: a deleted key, a disabled
+// service account), which no request to Cloud Storage follows; timeouts,
+// resets and other 5xx (503 on an upload included: nothing proves it was not
+// applied) an unknown outcome. The storage client reports a download's 404 the same way
 // whether the object or the bucket is missing, so after one ReadCurrent
 // lists the bucket (one request, permission storage.objects.list) and
 // reports a missing bucket as a refusal, never as "no election yet".
