@@ -39,12 +39,15 @@
 // until renewTime + leaseDurationSeconds + MaxClockSkew, and a leader of
 // this package writes a spec that client-go electors judge valid for at
 // least as long as its term. So both can run on one Lease during a rolling
-// migration without two leaders, provided the client-go electors keep
-// LeaseDuration > S + RetryPeriod + RenewDeadline, where S (at most
-// RenewDeadline) is how long a successful renewal request takes: a client-go
-// leader may go on believing it leads that long after the renewTime it last
-// wrote. LeaseDuration >= 2*RenewDeadline + RetryPeriod holds whatever the
-// latency.
+// migration without two leaders, provided the client-go electors run with
+// ReleaseOnCancel false and keep LeaseDuration > S + RetryPeriod +
+// RenewDeadline, where S (at most RenewDeadline) is how long a successful
+// renewal request takes: a client-go leader may go on believing it leads
+// that long after the renewTime it last wrote. LeaseDuration >=
+// 2*RenewDeadline + RetryPeriod holds whatever the latency. (With
+// ReleaseOnCancel, a client-go leader whose renewals failed tries to release
+// before it stops, and one that was cut off may release the Lease over its
+// successor, which client-go candidates take at once: see the README.)
 //
 // # Permissions
 //

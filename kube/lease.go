@@ -22,8 +22,9 @@ const RecordAnnotation = "leaderelection.racedecider.io/record"
 //
 // renewTime + leaseDurationSeconds = e.TermExpiry (to the microsecond):
 // leaseDurationSeconds is the time left in the term when the write is sent,
-// rounded up to whole seconds, and renewTime is TermExpiry minus that, so at
-// most a second before the write. A client-go elector judges a Lease expired
+// rounded up to whole seconds (and more for writes less than a second apart:
+// see distinctForClientGo), and renewTime is TermExpiry minus that, so at
+// most a second before the write as a rule. A client-go elector judges a Lease expired
 // leaseDurationSeconds after it observed it change, on its own clock; since
 // it observes the write after it is sent, that is never before TermExpiry.
 // And the spec can be recomputed from the record, which is how toEntry
@@ -43,11 +44,9 @@ func setRecord(l *coordinationv1.Lease, e *entry.RaceEntry, data []byte, prev *c
 		holder = ""
 	}
 	dur := leaseSeconds(e.TermExpiry.Sub(now))
-	renew := renewTime(e.TermExpiry, dur)
 
 	var prevHolder string
 	var transitions int32
-	acquire := renew
 	if prev != nil {
 		if prev.Spec.HolderIdentity != nil {
 			prevHolder = *prev.Spec.HolderIdentity
@@ -55,6 +54,11 @@ func setRecord(l *coordinationv1.Lease, e *entry.RaceEntry, data []byte, prev *c
 		if prev.Spec.LeaseTransitions != nil {
 			transitions = *prev.Spec.LeaseTransitions
 		}
+		dur = distinctForClientGo(prev, holder, prevHolder, e.TermExpiry, dur)
+	}
+	renew := renewTime(e.TermExpiry, dur)
+	acquire := renew
+	if prev != nil {
 		// An extension keeps the tenure's acquireTime; so does a release,
 		// which ends the tenure without beginning another.
 		if e.Term != e.ElectionNumber && prev.Spec.AcquireTime != nil {
@@ -74,6 +78,29 @@ func setRecord(l *coordinationv1.Lease, e *entry.RaceEntry, data []byte, prev *c
 	// The coordinated leader election fields belong to the Kubernetes
 	// control plane's own scheme, which this library takes no part in.
 	l.Spec.Strategy, l.Spec.PreferredHolder = nil, nil
+}
+
+// distinctForClientGo returns the leaseDurationSeconds for a write of
+// holder's term ending at expiry over prev, at least dur, such that a
+// client-go elector sees the write as a change. client-go restarts its
+// countdown only when the record it reads changes, and it reads renewTime in
+// whole seconds: two writes less than a second apart (a TermLength under 2
+// s; a slow store, which brings extensions forward) could look the same to
+// it, and it would count down from the first, to before the second's
+// expiry. renewTime is expiry less leaseDurationSeconds, so such writes are
+// those whose expiries fall in the same second with the same duration: each
+// such write lasts a second longer than the one before it, to client-go (a
+// longer wait for its candidates, never a shorter one).
+func distinctForClientGo(prev *coordinationv1.Lease, holder, prevHolder string, expiry time.Time, dur int32) int32 {
+	s := prev.Spec
+	if holder != prevHolder || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
+		return dur
+	}
+	prevExpiry := s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second)
+	if prevExpiry.Unix() != expiry.Unix() || dur > *s.LeaseDurationSeconds || *s.LeaseDurationSeconds == math.MaxInt32 {
+		return dur
+	}
+	return *s.LeaseDurationSeconds + 1
 }
 
 // leaseSeconds rounds d up to whole seconds, within what the Lease's int32
@@ -137,6 +164,14 @@ func specMatches(l *coordinationv1.Lease, rec *entry.RaceEntry) bool {
 // release: client-go writes it without waiting for the callback that leads
 // to return, so the record counts as held for the leaseDurationSeconds (1)
 // written with it.
+//
+// Nor does a spec written over a term of ours that has not ended end it: our
+// leader learns of the write only when its next extension fails, up to half
+// a term later, and until then it leads. That is no client-go takeover
+// (client-go waits out the leaseDurationSeconds our spec gave it) but
+// someone editing the spec (kubectl patch), or a client-go leader that was
+// cut off and, back, releases the Lease it lost (ReleaseOnCancel): the
+// record counts as held until our term's end at least.
 func foreignEntry(l *coordinationv1.Lease, stale *entry.RaceEntry) *entry.RaceEntry {
 	s := l.Spec
 	e := &entry.RaceEntry{Token: token(l)}
@@ -145,6 +180,9 @@ func foreignEntry(l *coordinationv1.Lease, stale *entry.RaceEntry) *entry.RaceEn
 	}
 	if s.RenewTime != nil && s.LeaseDurationSeconds != nil {
 		e.TermExpiry = s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second)
+	}
+	if stale != nil && !stale.Released && stale.TermExpiry.After(e.TermExpiry) {
+		e.TermExpiry = stale.TermExpiry
 	}
 	switch {
 	case stale != nil:
