@@ -197,13 +197,17 @@ func TestForeignLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.LeaderID != holder || !e.TermExpiry.Equal(renew.Add(15*time.Second)) || e.Released || e.ElectionNumber != 4 || e.Term != 4 {
-		t.Fatalf("client-go Lease read as %+v; want held by %s until renewTime+15s, election 4", e, holder)
+	// Numbered from acquireTime, in Unix microseconds, plus those to the
+	// expiry for the election.
+	if e.LeaderID != holder || !e.TermExpiry.Equal(renew.Add(15*time.Second)) || e.Released ||
+		e.Term != renew.UnixMicro() || e.ElectionNumber != e.Term+15_000_000 {
+		t.Fatalf("client-go Lease read as %+v; want held by %s until renewTime+15s, term %d, election 15 s more", e, holder, renew.UnixMicro())
 	}
 
 	// We take over (as if it expired), then client-go takes it back,
 	// keeping our annotation.
-	mine := &entry.RaceEntry{ElectionNumber: 5, Term: 5, LeaderID: "ours", TermExpiry: time.Now().Add(time.Minute), WriteID: "w5", Token: e.Token}
+	n := e.ElectionNumber + 1
+	mine := &entry.RaceEntry{ElectionNumber: n, Term: n, LeaderID: "ours", TermExpiry: time.Now().Add(time.Minute), WriteID: "w5", Token: e.Token}
 	if _, err := d.WriteEntry(t.Context(), mine); err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +226,6 @@ func TestForeignLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	if e.LeaderID != holder || e.WriteID != "" || e.ElectionNumber <= mine.ElectionNumber || e.Term <= mine.Term {
-		t.Fatalf("client-go takeover over our stale annotation read as %+v; want held by %s with election and term above 5", e, holder)
+		t.Fatalf("client-go takeover over our stale annotation read as %+v; want held by %s with election and term above %d", e, holder, n)
 	}
 }

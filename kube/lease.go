@@ -124,8 +124,9 @@ func renewTime(expiry time.Time, dur int32) metav1.MicroTime {
 // held by holderIdentity until renewTime + leaseDurationSeconds, so that the
 // engine waits for that plus MaxClockSkew before taking over, as it would
 // for one of its own. Its ElectionNumber and Term are above those of any
-// record of ours the Lease still carries, so fencing tokens keep rising
-// across the migration.
+// record of ours the Lease still carries, and rise with each client-go
+// tenure (see foreignEntry), so fencing tokens keep rising across the
+// migration.
 func (d *Decider) toEntry(l *coordinationv1.Lease) (*entry.RaceEntry, error) {
 	raw, ours := l.Annotations[RecordAnnotation]
 	var rec *entry.RaceEntry
@@ -186,10 +187,24 @@ func foreignEntry(l *coordinationv1.Lease, stale *entry.RaceEntry) *entry.RaceEn
 	}
 	switch {
 	case stale != nil:
-		e.ElectionNumber = max(stale.ElectionNumber, stale.Term, 0) + 1
+		e.Term = max(stale.ElectionNumber, stale.Term, 0) + 1
 	case s.LeaseTransitions != nil:
-		e.ElectionNumber = int64(max(*s.LeaseTransitions, 0))
+		e.Term = int64(max(*s.LeaseTransitions, 0))
 	}
-	e.Term = e.ElectionNumber
+	// A tenure is numbered from when it began (acquireTime, in Unix
+	// microseconds, as the engine numbers a record it creates): that
+	// rises from one client-go tenure to the next, where our stale record
+	// does not change, and stays above the Term of a leader of ours whose
+	// record is gone (the Lease deleted and made anew by client-go). The
+	// ElectionNumber adds the microseconds from then to the expiry, so
+	// that it rises with each renewal (watchers see it extend), and that
+	// the next tenure is numbered above the Term of a leader of ours whose
+	// annotation was removed, as its term began before that expiry.
+	if s.AcquireTime != nil {
+		acquired := s.AcquireTime.UnixMicro()
+		e.Term = max(e.Term, acquired)
+		e.ElectionNumber = e.Term + max(e.TermExpiry.UnixMicro()-acquired, 0)
+	}
+	e.ElectionNumber = max(e.ElectionNumber, e.Term)
 	return e
 }

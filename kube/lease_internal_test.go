@@ -103,3 +103,66 @@ func TestSpecEditedOverOurTerm(t *testing.T) {
 		})
 	}
 }
+
+// TestClientGoTenuresNumbered: records a client-go elector wrote are
+// numbered from when its tenure began, so that Terms rise from one client-go
+// tenure to the next (with our stale record on the Lease or not) and each
+// renewal raises the ElectionNumber, as watchers need to report them; and
+// a Lease that lost our record (annotation removed) still numbers the next
+// tenure above our last Term.
+func TestClientGoTenuresNumbered(t *testing.T) {
+	d := &Decider{name: "k8s://default/x"}
+	t0 := time.Now()
+	ours := &entry.RaceEntry{ElectionNumber: t0.UnixMicro() + 5, Term: t0.UnixMicro() + 3, LeaderID: "ours", TermExpiry: t0, Released: true}
+	data, err := entry.Marshal(ours)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientGo := func(annotated bool, holder string, transitions int32, acquired, renewed time.Time) *entry.RaceEntry {
+		t.Helper()
+		dur := int32(15)
+		acquire, renew := metav1.NewMicroTime(acquired), metav1.NewMicroTime(renewed)
+		l := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur,
+			AcquireTime: &acquire, RenewTime: &renew, LeaseTransitions: &transitions}}
+		if annotated {
+			l.Annotations = map[string]string{RecordAnnotation: string(data)}
+		}
+		e, err := d.toEntry(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	for _, annotated := range []bool{true, false} {
+		a := clientGo(annotated, "cg-1", 7, t0.Add(time.Second), t0.Add(time.Second))
+		renewed := clientGo(annotated, "cg-1", 7, t0.Add(time.Second), t0.Add(3*time.Second))
+		b := clientGo(annotated, "cg-2", 8, t0.Add(20*time.Second), t0.Add(20*time.Second))
+		if renewed.Term != a.Term || renewed.ElectionNumber <= a.ElectionNumber {
+			t.Errorf("annotated %v: a renewal numbered term %d election %d after term %d election %d; want the same term, a higher election",
+				annotated, renewed.Term, renewed.ElectionNumber, a.Term, a.ElectionNumber)
+		}
+		if !b.NewerThan(renewed) || b.Term <= renewed.Term || a.Term <= ours.Term {
+			t.Errorf("annotated %v: terms %d (ours), %d (cg-1), %d (cg-2); want them rising", annotated, ours.Term, a.Term, b.Term)
+		}
+	}
+
+	// Our leader's record, created by its tenure's first write at sent
+	// (numbered from then) and extended once: its annotation removed, the
+	// spec still ours. TermLength 1.5 s puts acquireTime half a second
+	// before that first write.
+	sent := time.Now()
+	const term = 1500 * time.Millisecond
+	first := &entry.RaceEntry{ElectionNumber: sent.UnixMicro(), Term: sent.UnixMicro(), LeaderID: "ours", TermExpiry: sent.Add(term)}
+	l := &coordinationv1.Lease{}
+	setRecord(l, first, []byte("record"), nil, sent)
+	lead := &entry.RaceEntry{ElectionNumber: first.ElectionNumber + 1, Term: first.Term, LeaderID: "ours", TermExpiry: sent.Add(term / 2).Add(term)}
+	setRecord(l, lead, []byte("record"), l.DeepCopy(), sent.Add(term/2))
+	delete(l.Annotations, RecordAnnotation)
+	e, err := d.toEntry(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.ElectionNumber+1 <= lead.Term {
+		t.Errorf("without our annotation, the next tenure would be numbered %d, not above our leader's term %d", e.ElectionNumber+1, lead.Term)
+	}
+}
