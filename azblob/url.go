@@ -67,7 +67,7 @@ func openURL(_ context.Context, u *url.URL) (leaderelection.RaceDecider, error) 
 		return nil, fmt.Errorf("%w: want %s", leaderelection.ErrBadURL, form)
 	case containerName == "":
 		return nil, fmt.Errorf("%w: no container; want %s", leaderelection.ErrBadURL, form)
-	case u.Port() != "":
+	case strings.Contains(containerName, ":"): // a port, or an empty one
 		return nil, fmt.Errorf("%w: container %q has a port: the host is the container name; for Azurite at that address, use ?endpoint=http://%s/ACCOUNT; want %s",
 			leaderelection.ErrBadURL, containerName, containerName, form)
 	case blobName == "":

@@ -34,6 +34,7 @@ func TestOpenURLRejects(t *testing.T) {
 		{"azblob://c", nil, "no blob name"},
 		{"azblob://c/", nil, "no blob name"},
 		{"azblob://c:10/b", nil, "want azblob://CONTAINER/BLOB"},
+		{"azblob://c:/b", nil, `container "c:" has a port`},
 		{"azblob://u@c/b", nil, "want azblob://CONTAINER/BLOB"},
 		{"azblob://c/b?region=x", nil, "region"},
 		{"azblob://c/b?endpoint=ftp://x", nil, `endpoint="ftp://x"`},

@@ -53,7 +53,7 @@ func openURL(ctx context.Context, u *url.URL) (leaderelection.RaceDecider, error
 		return nil, fmt.Errorf("%w: want %s", leaderelection.ErrBadURL, shape)
 	case bucket == "":
 		return nil, fmt.Errorf("%w: no bucket; want %s", leaderelection.ErrBadURL, shape)
-	case u.Port() != "":
+	case strings.Contains(bucket, ":"): // a port, or an empty one
 		return nil, fmt.Errorf("%w: bucket %q has a port: the host is the bucket name; for an S3-compatible store at that address, use s3://BUCKET/KEY?endpoint=http://%s&path_style=true",
 			leaderelection.ErrBadURL, bucket, bucket)
 	case key == "":

@@ -35,6 +35,7 @@ func TestOpenURLRejects(t *testing.T) {
 		"s3://elections/jobs?region=us-east-1#1":                                          `fragment "#1"`,
 		"s3://u:s3cret@elections/k?region=us-east-1":                                      `user information "u:xxxxx@": s3 URLs take no user name or password`,
 		"s3://minio:9000/elections/k?region=us-east-1":                                    `bucket "minio:9000" has a port`,
+		"s3://elections:/k?region=us-east-1":                                              `bucket "elections:" has a port`,
 		"s3://elections/k?region=us-east-1&endpoint=http://u:pw@minio:9000":               "no user information",
 	})
 }
