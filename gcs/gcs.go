@@ -54,10 +54,11 @@
 // from the OAuth token endpoint (400 invalid_grant: a deleted key, a disabled
 // service account), which no request to Cloud Storage follows; timeouts,
 // resets and other 5xx (503 on an upload included: nothing proves it was not
-// applied) an unknown outcome. The storage client reports a download's 404 the same way
-// whether the object or the bucket is missing, so after one ReadCurrent
-// lists the bucket (one request, permission storage.objects.list) and
-// reports a missing bucket as a refusal, never as "no election yet".
+// applied) an unknown outcome. The storage client reports a download's 404
+// the same way whether the object or the bucket is missing, so after one
+// ReadCurrent lists the bucket (one request, permission
+// storage.objects.list) and reports a missing bucket as a refusal, never as
+// "no election yet".
 //
 // Retrying a conditional write is safe: an attempt that was applied after all
 // makes every later attempt fail with 412, and cannot itself be applied after

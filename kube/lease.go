@@ -23,10 +23,11 @@ const RecordAnnotation = "leaderelection.racedecider.io/record"
 // renewTime + leaseDurationSeconds = e.TermExpiry (to the microsecond):
 // leaseDurationSeconds is the time left in the term when the write is sent,
 // rounded up to whole seconds (and more for writes less than a second apart:
-// see distinctForClientGo), and renewTime is TermExpiry minus that, so at
-// most a second before the write as a rule. A client-go elector judges a Lease expired
-// leaseDurationSeconds after it observed it change, on its own clock; since
-// it observes the write after it is sent, that is never before TermExpiry.
+// see distinctForClientGo), and renewTime is TermExpiry minus that, so as a
+// rule at most a second before the write. A client-go elector judges a Lease
+// expired leaseDurationSeconds after it observed it change, on its own
+// clock; since it observes the write after it is sent, that is never before
+// TermExpiry.
 // And the spec can be recomputed from the record, which is how toEntry
 // notices a spec written by someone else (a client-go elector, which keeps
 // annotations it does not know).
