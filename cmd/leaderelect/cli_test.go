@@ -157,7 +157,7 @@ func (refusingDecider) String() string { return "refusing://x" }
 // lateBy before the term ends, as after one slow write.
 const (
 	lateExtensionScheme = "lateext"
-	lateBy              = 350 * time.Millisecond
+	lateBy              = 400 * time.Millisecond
 )
 
 func init() {
@@ -193,9 +193,10 @@ func (d *lateExtension) WriteEntry(ctx context.Context, e *entry.RaceEntry) (ent
 }
 
 // TestRunLateExtensionWithoutGrace: with --grace 0, an extension that lands
-// a little before the watchdog would kill (lateBy before the term ends: 150
-// ms before the kill, 50 ms before leaderelect's last look) reaches the
-// watchdog in time, and COMMAND runs on to exit by itself. (leaderelect used
+// a little before the watchdog would kill (lateBy before the term ends: 200
+// ms before the kill, 100 ms before leaderelect's last look, and 100 ms
+// after the look before) reaches the watchdog in time, and COMMAND runs on
+// to exit by itself. (leaderelect used
 // to look last at the very instant of the kill, and the watchdog killed
 // COMMAND, whose status 137 run then took for COMMAND's own.)
 func TestRunLateExtensionWithoutGrace(t *testing.T) {

@@ -370,6 +370,7 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 	if !time.Now().Before(r.stopAt(tv)) {
 		// Starting the watchdog took what was left of the term: COMMAND
 		// would be stopped as soon as it started.
+		r.log.Warn("not starting the command: the term is about to end and could not be extended", "term", tv.Term())
 		return nil, 0
 	}
 	c, err := startChild(r.argv, env)
@@ -385,9 +386,12 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 
 	var (
 		termSent, killSent, killNow bool
-		stopBegan                   time.Time
-		ctxDone                     = ctx.Done()
-		stop                        = r.stop
+		// overdue: the watchdog's kill time passed before it was told of
+		// a later one (this process was stopped or starved meanwhile).
+		overdue   bool
+		stopBegan time.Time
+		ctxDone   = ctx.Done()
+		stop      = r.stop
 	)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -439,6 +443,7 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 			// Pass each extension on, and look for the next one often
 			// enough that the watchdog hears of it well before it would
 			// kill.
+			overdue = overdue || !now.Before(wd.last)
 			wd.arm(killBy)
 			if wd.err != nil && !termSent {
 				continue // stop COMMAND now (above)
@@ -454,9 +459,10 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 				r.log.Info("the command stopped", "pid", c.pid, "status", code)
 				return nil, c.pid
 			}
-			if !time.Now().Before(tv.Get().Add(-r.killLead())) {
+			if overdue || !time.Now().Before(tv.Get().Add(-r.killLead())) {
 				// The watchdog killed it while this process was not
-				// running (stopped, starved): leadership is lost, and
+				// running (stopped, starved), perhaps before it heard of
+				// an extension: leadership is taken for lost, and
 				// COMMAND runs again only after a new election.
 				r.log.Warn("the command was killed at the end of the term by the watchdog", "pid", c.pid, "status", code)
 				return nil, c.pid

@@ -12,7 +12,10 @@ import (
 // of the term by the supervisor alone, which must be running to do it.
 const watchdogCommand = "__watchdog"
 
-type watchdog struct{ err error }
+type watchdog struct {
+	last time.Time
+	err  error
+}
 
 func startWatchdog(time.Time, time.Duration) (*watchdog, error) {
 	return nil, errors.New("no watchdog process on this system")
