@@ -52,7 +52,7 @@ func classify(err error) error {
 		// 400s that a later attempt may pass: not a refusal. (Not
 		// ExpiredTokenException: credentials that refresh are renewed
 		// before they expire, so an expired token is a static one,
-		// which waiting will not renew; as S3's ExpiredToken.)
+		// which waiting will not renew, as S3's ExpiredToken.)
 		return nil
 	}
 	// No code listed above. A 4xx, bar 408 and 429, is a refusal: DynamoDB

@@ -78,13 +78,10 @@ func classify(err error, req request) (class, string) {
 	noBody := code == "" || code == strings.ReplaceAll(text, " ", "") && msg == text
 
 	switch {
-	case status == http.StatusRequestTimeout, code == "RequestTimeout", code == "TokenRefreshRequired":
-		// The request timed out, or the credentials must be refreshed
-		// (which the SDK does): not a verdict on the request itself, so
-		// let the engine read back and try again. (ExpiredToken is a
-		// refusal, as any other 4xx: credentials that refresh are
-		// renewed before they expire, so an expired token is a static
-		// one, which waiting will not renew; as for DynamoDB.)
+	case status == http.StatusRequestTimeout, code == "RequestTimeout",
+		code == "ExpiredToken", code == "TokenRefreshRequired":
+		// The request or the credentials timed out: not a verdict on the
+		// request itself, so let the engine read back and try again.
 		return unknown, ""
 	case status == http.StatusPreconditionFailed:
 		if req == getObject {
