@@ -160,26 +160,15 @@ type nonRetriable interface {
 // cancelled context: so only a marked error that wraps nothing counts, and
 // never one with an AuthenticationFailedError (classify judges that by its
 // status), a service answer or a context error anywhere in the chain.
-//
-// One unavailable credential can heal, and is no refusal: a managed
-// identity whose probe of the instance metadata service timed out (on an
-// Azure host whose metadata service was slow for a moment; DefaultAzureCredential
-// probes it again at the next request). azidentity says so only in its
-// message.
 func noCredential(err error) bool {
 	var re *azcore.ResponseError
 	var authErr *azidentity.AuthenticationFailedError
 	if err == nil || errors.As(err, &re) || errors.As(err, &authErr) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		strings.Contains(err.Error(), imdsTimedOut) {
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	return markedLeaf(err)
 }
-
-// imdsTimedOut is how azidentity says that its probe of the instance
-// metadata service timed out.
-const imdsTimedOut = "managed identity timed out"
 
 // markedLeaf reports whether err's chain holds a nonRetriable error that
 // wraps no other error.

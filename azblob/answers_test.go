@@ -126,10 +126,6 @@ func TestClassify(t *testing.T) {
 		{marked{context.Canceled}, opRead, outcomeUnknown, false},
 		{marked{fmt.Errorf("wrapped: %w", context.DeadlineExceeded)}, opCreate, outcomeUnknown, false},
 		{errors.Join(context.Canceled, azidentity.NewCredentialUnavailableError("x")), opRead, outcomeUnknown, false},
-		// Unavailable for a moment: the metadata service did not answer
-		// the managed identity's probe in time.
-		{azidentity.NewCredentialUnavailableError("DefaultAzureCredential: failed to acquire a token.\n\tManagedIdentityCredential: managed identity timed out. See https://aka.ms/azsdk/go/identity/troubleshoot#dac for more information"),
-			opRead, outcomeUnknown, true},
 	}
 	for _, tc := range cases {
 		name := fmt.Sprintf("%.60s/op%d", describe(tc.err), tc.op)

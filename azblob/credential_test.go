@@ -2,12 +2,9 @@ package azblob_test
 
 import (
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -121,76 +118,5 @@ func TestUnreachableEntraIDIsNotRefused(t *testing.T) {
 			t.Errorf("%s with Entra ID unreachable: err = %v, want an unknown outcome", what, err)
 		}
 		t.Logf("%s: %v", what, err)
-	}
-}
-
-// slowIMDS plays an Azure host's instance metadata service, which does not
-// answer while slow is set (past azidentity's probe timeout), and then hands
-// out tokens. Every other request goes to next.
-type slowIMDS struct {
-	slow  atomic.Bool
-	calls atomic.Int64
-	next  *http.Client
-}
-
-func (s *slowIMDS) Do(r *http.Request) (*http.Response, error) {
-	if r.URL.Host != "169.254.169.254" {
-		return s.next.Do(r)
-	}
-	s.calls.Add(1)
-	if s.slow.Load() {
-		<-r.Context().Done()
-		return nil, r.Context().Err()
-	}
-	body := `{"access_token":"token","expires_in":"3600","expires_on":"` +
-		strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10) + `","resource":"https://storage.azure.com","token_type":"Bearer"}`
-	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
-		Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
-}
-
-// TestSlowMetadataServiceIsNotRefused: DefaultAzureCredential on an Azure
-// host (no other credential) whose metadata service is slow to answer its
-// probe reports the managed identity unavailable, and probes again at the
-// next request: an unknown outcome, not a refusal that would end Acquire.
-func TestSlowMetadataServiceIsNotRefused(t *testing.T) {
-	for _, k := range []string{"AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH",
-		"AZURE_USERNAME", "AZURE_FEDERATED_TOKEN_FILE", "AZURE_TOKEN_CREDENTIALS", "IDENTITY_ENDPOINT", "MSI_ENDPOINT"} {
-		t.Setenv(k, "") // restored after the test
-		os.Unsetenv(k)
-	}
-	t.Setenv("PATH", t.TempDir()) // no az, azd or pwsh
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer token" {
-			w.WriteHeader(http.StatusForbidden)
-			return
-		}
-		w.Header().Set("x-ms-error-code", "BlobNotFound")
-		w.WriteHeader(http.StatusNotFound)
-	}))
-	defer srv.Close()
-	imds := &slowIMDS{next: srv.Client()}
-	imds.slow.Store(true)
-	opts := azcore.ClientOptions{Transport: imds, Retry: noSDKRetries}
-	cred, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := container.NewClient(srv.URL+"/devstoreaccount1/elections", cred, &container.ClientOptions{ClientOptions: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := leazblob.NewDecider(c, "job", leazblob.WithTimeout(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = d.ReadCurrent(t.Context())
-	if err == nil || errors.Is(err, entry.ErrRefused) || imds.calls.Load() == 0 {
-		t.Fatalf("read with the metadata service slow (%d probes) = %v; want an unknown outcome", imds.calls.Load(), err)
-	}
-	t.Logf("read with the metadata service slow: %v", err)
-	imds.slow.Store(false)
-	rec, err := d.ReadCurrent(t.Context())
-	if err != nil || rec.ElectionNumber != entry.NoElections {
-		t.Fatalf("read with the metadata service back = %+v, %v; want no record, read with the managed identity's token", rec, err)
 	}
 }

@@ -64,9 +64,8 @@
 // with no environment credentials, no managed identity and no az login),
 // the error says no Azure credentials are available and lists what was
 // tried; when Microsoft Entra ID refuses it with a 4xx, the error is
-// azidentity's. Entra ID unreachable, or answering 429 or 5xx, and a managed
-// identity whose probe of the instance metadata service timed out, are
-// unknown outcomes, retried like a transport error. Errors name the blob as
+// azidentity's. Entra ID unreachable, or answering 429 or 5xx, is an unknown
+// outcome, retried like a transport error. Errors name the blob as
 // azblob://CONTAINER/BLOB and give the HTTP status and Azure error code; they
 // never repeat an account key or a SAS token (URLs lose their query string).
 //
