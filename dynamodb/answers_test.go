@@ -153,7 +153,7 @@ func TestWriteAnswers(t *testing.T) {
 		{"IncompleteSignature (no code listed)", []canned{c(400, "IncompleteSignatureException")}, refused},
 		{"TransactionConflict", []canned{c(400, "TransactionConflictException")}, unknown},
 		{"ReplicatedWriteConflict", []canned{c(400, "ReplicatedWriteConflictException")}, unknown},
-		{"ExpiredToken", []canned{c(400, "ExpiredTokenException")}, refused},
+		{"ExpiredToken", []canned{c(400, "ExpiredTokenException")}, unknown},
 		{"429 without a code listed", []canned{c(429, "Unlisted")}, unknown},
 		{"InternalServerError on every attempt", []canned{c(500, "InternalServerError")}, unknown},
 		{"503 on every attempt", []canned{c(503, "ServiceUnavailable")}, unknown},

@@ -48,11 +48,15 @@ func classify(err error) error {
 		"SerializationException":              // a request DynamoDB cannot parse
 		return entry.ErrRefused
 	case "TransactionConflictException", // the item is in a transaction: try again
-		"ReplicatedWriteConflictException": // a concurrent write in another region: try again
-		// 400s that a later attempt may pass: not a refusal. (Not
-		// ExpiredTokenException: credentials that refresh are renewed
-		// before they expire, so an expired token is a static one,
-		// which waiting will not renew, as S3's ExpiredToken.)
+		"ReplicatedWriteConflictException", // a concurrent write in another region: try again
+		"ExpiredTokenException":            // signed as the token ran out
+		// 400s that a later attempt may pass: not a refusal. Credentials
+		// that refresh are renewed only once this host's clock says they
+		// have expired (the SDK's cache has no window, but for container
+		// endpoint credentials), so a request signed as they run out can
+		// get ExpiredTokenException, and the next one, with a new token,
+		// pass; as S3's ExpiredToken. (A static session token that ran
+		// out is then retried for ever, its error logged each time.)
 		return nil
 	}
 	// No code listed above. A 4xx, bar 408 and 429, is a refusal: DynamoDB

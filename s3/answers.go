@@ -81,7 +81,10 @@ func classify(err error, req request) (class, string) {
 	case status == http.StatusRequestTimeout, code == "RequestTimeout",
 		code == "ExpiredToken", code == "TokenRefreshRequired":
 		// The request or the credentials timed out: not a verdict on the
-		// request itself, so let the engine read back and try again.
+		// request itself, so let the engine read back and try again. (The
+		// SDK renews refreshing credentials only once they have expired
+		// on this host's clock: a request signed as they run out gets
+		// ExpiredToken, and the next, with a new token, passes.)
 		return unknown, ""
 	case status == http.StatusPreconditionFailed:
 		if req == getObject {

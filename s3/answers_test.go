@@ -53,6 +53,7 @@ var s3Errors = map[string]struct{ message, extra string }{
 	"RequestTimeout":             {"Your socket connection to the server was not read from or written to within the timeout period.", ""},
 	"PermanentRedirect":          {"The bucket you are attempting to access must be addressed using the specified endpoint. Please send all future requests to this endpoint.", "<Bucket>bucket</Bucket><Endpoint>bucket.s3.eu-west-1.amazonaws.com</Endpoint>"},
 	"TooManyRequests":            {"Please reduce your request rate.", ""},
+	"ExpiredToken":               {"The provided token has expired.", ""},
 }
 
 // errorDocument returns S3's XML error document for code.
@@ -215,6 +216,9 @@ func TestWriteAnswers(t *testing.T) {
 		{"500 on every attempt", true, []canned{e(500, "InternalError")}, errUnknown, 3},
 		{"503 ServiceUnavailable on every attempt", true, []canned{e(503, "ServiceUnavailable")}, errUnknown, 3},
 		{"400 RequestTimeout (body not received in time)", true, []canned{e(400, "RequestTimeout")}, errUnknown, 3},
+		// Signed as a refreshing token ran out: the next, with a new one,
+		// may pass (the SDK does not retry it).
+		{"400 ExpiredToken", true, []canned{e(400, "ExpiredToken")}, errUnknown, 1},
 		{"success without an ETag", true, []canned{{status: 200}}, errUnknown, 1},
 	}
 	for _, tc := range cases {
