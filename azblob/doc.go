@@ -63,7 +63,10 @@
 // get one with (azidentity reports it unavailable: DefaultAzureCredential
 // with no environment credentials, no managed identity and no az login),
 // the error says no Azure credentials are available and lists what was
-// tried; when Microsoft Entra ID refuses it with a 4xx, the error is
+// tried (a managed identity whose probe of the metadata service timed out
+// included: that is how a host without one answers, and azidentity probes
+// only until the service first answers, so on Azure it can end only a
+// start-up); when Microsoft Entra ID refuses it with a 4xx, the error is
 // azidentity's. Entra ID unreachable, or answering 429 or 5xx, is an unknown
 // outcome, retried like a transport error. Errors name the blob as
 // azblob://CONTAINER/BLOB and give the HTTP status and Azure error code; they
