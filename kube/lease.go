@@ -201,7 +201,11 @@ func foreignEntry(l *coordinationv1.Lease, stale *entry.RaceEntry) *entry.RaceEn
 	// that it rises with each renewal (watchers see it extend), and that
 	// the next tenure is numbered above the Term of a leader of ours whose
 	// annotation was removed, as its term began before that expiry.
-	if s.AcquireTime != nil {
+	//
+	// Not a record with no holder (client-go's release, which it writes
+	// with acquireTime now): the next tenure, begun at once on another
+	// host's clock, could be numbered below it.
+	if s.AcquireTime != nil && e.LeaderID != "" {
 		acquired := s.AcquireTime.UnixMicro()
 		e.Term = max(e.Term, acquired)
 		e.ElectionNumber = e.Term + max(e.TermExpiry.UnixMicro()-acquired, 0)

@@ -166,3 +166,29 @@ func TestClientGoTenuresNumbered(t *testing.T) {
 		t.Errorf("without our annotation, the next tenure would be numbered %d, not above our leader's term %d", e.ElectionNumber+1, lead.Term)
 	}
 }
+
+// TestClientGoReleaseThenSuccessor: client-go releases with no holder and
+// acquireTime now, and another client-go elector takes over at once, its
+// clock a little behind: the successor's record is newer than the release,
+// and its Term above the released tenure's.
+func TestClientGoReleaseThenSuccessor(t *testing.T) {
+	d := &Decider{name: "k8s://default/x"}
+	lease := func(holder string, dur, transitions int32, acquired, renewed time.Time) *entry.RaceEntry {
+		t.Helper()
+		a, r := metav1.NewMicroTime(acquired), metav1.NewMicroTime(renewed)
+		e, err := d.toEntry(&coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur,
+			AcquireTime: &a, RenewTime: &r, LeaseTransitions: &transitions}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	first := lease("cg-1", 15, 3, t0, t0.Add(10*time.Second))
+	released := lease("", 1, 3, t0.Add(10*time.Second), t0.Add(10*time.Second))
+	at := t0.Add(10*time.Second - 50*time.Millisecond) // 50 ms later, on a clock 100 ms behind
+	next := lease("cg-2", 15, 4, at, at)
+	if next.Term <= first.Term || !next.NewerThan(released) {
+		t.Errorf("terms %d (cg-1), %d (its release), %d (cg-2); want cg-2's newer than both", first.Term, released.Term, next.Term)
+	}
+}

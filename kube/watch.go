@@ -265,7 +265,10 @@ func (w *watcher) await(ctx context.Context) (snapshot, error) {
 			}
 			grace = time.NewTimer(left)
 		case down:
-			return s, fmt.Errorf("kube: wait for a change of %s: no change notifications: the watch is down since %s (re-establishing): %w",
+			// %v, not %w: the watch's own error may wrap a deadline's,
+			// which would pass for the caller's, vouching that nothing
+			// changed.
+			return s, fmt.Errorf("kube: wait for a change of %s: no change notifications: the watch is down since %s (re-establishing): %v",
 				w.d.name, since.Format(time.RFC3339), err)
 		case stopped:
 			return s, fmt.Errorf("kube: wait for a change of %s: the Decider is closed", w.d.name)
