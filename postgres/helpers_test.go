@@ -37,8 +37,9 @@ func serverDSN(t testing.TB) string {
 	return testenv.Server(t, envDSN, "PostgreSQL", `eval "$(scripts/postgres.sh start)"`)
 }
 
-// newPool returns a pool on dsn, closed by t.Cleanup.
-func newPool(t testing.TB, dsn string, maxConns int32) *pgxpool.Pool {
+// newPool returns a pool on dsn, closed by t.Cleanup; configure, if given,
+// changes its configuration first.
+func newPool(t testing.TB, dsn string, maxConns int32, configure ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -46,6 +47,9 @@ func newPool(t testing.TB, dsn string, maxConns int32) *pgxpool.Pool {
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
+	}
+	for _, f := range configure {
+		f(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {

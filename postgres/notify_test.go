@@ -59,17 +59,10 @@ func TestPushAcrossClients(t *testing.T) {
 // connection then gets none of its own. Each is a hint to read, not a crash.
 func TestPoolWithItsOwnNotificationHandler(t *testing.T) {
 	dsn := serverDSN(t)
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var handled atomic.Int32
-	cfg.ConnConfig.OnNotification = func(*pgconn.PgConn, *pgconn.Notification) { handled.Add(1) }
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := newPool(t, dsn, 0, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.OnNotification = func(*pgconn.PgConn, *pgconn.Notification) { handled.Add(1) }
+	})
 	table := freshTable(t, pool)
 	election := freshName("election")
 	waiter := newDecider(t, pool, table, election)
@@ -210,17 +203,8 @@ func (c *readCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEn
 func TestPushedChanges(t *testing.T) {
 	const waiters = 20
 	dsn := serverDSN(t)
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	reads := &readCounter{}
-	cfg.ConnConfig.Tracer = reads
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := newPool(t, dsn, 0, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = reads })
 	table := freshTable(t, pool)
 	election := freshName("election")
 	d := newDecider(t, pool, table, election)
