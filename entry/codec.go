@@ -92,15 +92,16 @@ func Unmarshal(data []byte) (*RaceEntry, error) {
 	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorruptRecord, err)
 	}
-	// Marshal writes these always: a body without them ({}, null) is not
-	// a record, and must not pass for one numbered 0 with no leader (a
+	// Marshal writes these always, never null: a body without them ({},
+	// null) or with null for one (which json.Unmarshal skips) is not a
+	// record, and must not pass for one numbered 0 with no leader (a
 	// tenure written over it would restart the fencing tokens).
 	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(body, &keys); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorruptRecord, err)
 	}
 	for _, k := range []string{"election", "term", "leader", "expiry", "writeID"} {
-		if _, ok := keys[k]; !ok {
+		if v, ok := keys[k]; !ok || string(bytes.TrimSpace(v)) == "null" {
 			return nil, fmt.Errorf("%w: no %q field", ErrCorruptRecord, k)
 		}
 	}

@@ -111,6 +111,10 @@ func TestUnmarshalRefusesWhatIsNotARecord(t *testing.T) {
 		{"empty object", framed(1, "{}"), `no "election" field`},
 		{"null", framed(1, "null"), "field"},
 		{"no write id", framed(1, `{"election":9,"term":4,"leader":"a","expiry":"2030-01-01T00:00:00Z"}`), `no "writeID" field`},
+		// json.Unmarshal leaves a field alone for null: it would read as
+		// 0, or as an expiry long past (a record free at once).
+		{"null numbers", framed(1, `{"election":null,"term":null,"leader":"a","expiry":"2030-01-01T00:00:00Z","writeID":"w"}`), `no "election" field`},
+		{"null expiry", framed(1, `{"election":9,"term":4,"leader":"a","expiry": null ,"writeID":"w"}`), `no "expiry" field`},
 	} {
 		e, err := entry.Unmarshal(c.data)
 		if !errors.Is(err, entry.ErrCorruptRecord) || !strings.Contains(fmt.Sprint(err), c.want) {
