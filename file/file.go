@@ -189,7 +189,9 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 // from the same open file, so the two always belong together. It refuses a
 // file with several hard links (see checkLinks).
 func readRecord(path string) ([]byte, time.Time, error) {
-	f, err := os.Open(path)
+	// Without blocking: opening a FIFO no one writes would hang, whatever
+	// the context says.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -200,6 +202,9 @@ func readRecord(path string) ([]byte, time.Time, error) {
 	}
 	if fi.IsDir() {
 		return nil, time.Time{}, &fs.PathError{Op: "read", Path: path, Err: syscall.EISDIR}
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, time.Time{}, fmt.Errorf("%w: %s is a %v, not a regular file", entry.ErrCorruptRecord, path, fi.Mode().Type())
 	}
 	if err := checkLinks(path, fi); err != nil {
 		return nil, time.Time{}, err

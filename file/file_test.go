@@ -61,6 +61,38 @@ func TestOversizedFileIsCorrupt(t *testing.T) {
 	}
 }
 
+// TestFIFOIsCorrupt: a FIFO at the record's path, which no one writes, is
+// an error naming it, not a read (or a write, which reads first) that blocks
+// for ever whatever its context says.
+func TestFIFOIsCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "record")
+	if err := syscall.Mkfifo(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	d := newDecider(t, path)
+	type result struct {
+		read, write error
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, rerr := d.ReadCurrent(t.Context())
+		_, werr := d.WriteEntry(t.Context(), record(0, "w-0", entry.LeaderToken{}))
+		done <- result{rerr, werr}
+	}()
+	select {
+	case r := <-done:
+		if !errors.Is(r.read, entry.ErrCorruptRecord) || !strings.Contains(r.read.Error(), path) {
+			t.Errorf("ReadCurrent of a FIFO: %v; want an error naming %s wrapping ErrCorruptRecord", r.read, path)
+		}
+		if !errors.Is(r.write, entry.ErrRaceLost) {
+			t.Errorf("create over a FIFO: %v, want ErrRaceLost", r.write)
+		}
+	case <-time.After(10 * time.Second):
+		// Only a hang gets here: the calls answer at once.
+		t.Fatal("ReadCurrent or WriteEntry still blocked on a FIFO after 10s")
+	}
+}
+
 // TestElection runs the election scenario in virtual time, each candidate
 // with its own Decider on one file.
 func TestElection(t *testing.T) {
