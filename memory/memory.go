@@ -101,6 +101,13 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 		select {
 		case <-changed:
 		case <-ctx.Done():
+			// A change and the end of ctx can come together: ctx's
+			// error would vouch that none came.
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			if d.tokenLocked().Version != token.Version {
+				return d.currentLocked()
+			}
 			return nil, fmt.Errorf("memory: wait for change: %w", ctx.Err())
 		}
 	}
