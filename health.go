@@ -22,11 +22,12 @@ import (
 //   - this process believes it leads (OnElected has not returned) but its
 //     term ran out more than Tolerance ago: OnElected ignores its context,
 //     or the process is starved;
-//   - MaxQuiet is set, the election has not stopped, and no request to the
-//     store has been answered (successfully, or with a lost race) for longer
-//     than MaxQuiet: the store is unreachable or the campaign is stuck;
+//   - MaxQuiet is set, the election has not stopped and is not led here,
+//     and no request to the store has been answered (successfully, or with
+//     a lost race) for longer than MaxQuiet: the store is unreachable or the
+//     campaign is stuck;
 //   - Acquire returned with an error other than its context's (a store that
-//     refuses for good).
+//     refuses for good), and has not been called anew since.
 //
 // It judges by Event.Election, the Decider's name: a Config and a WatchConfig
 // on one Decider in one process are one election to it (the watcher's
@@ -42,13 +43,14 @@ type HealthCheck struct {
 	// believes it leads is given before it counts as wedged. Zero means
 	// DefaultHealthTolerance.
 	Tolerance time.Duration
-	// MaxQuiet, when positive, is how long an election may go without an
-	// answered store request. A campaign reads at least every PollInterval
-	// and a watcher every WatchConfig.PollInterval (8 x that with push);
-	// on a store that pushes changes, a wait that a change or its deadline
-	// ends is an answer too (a waiting candidate is woken by each
-	// extension, and reads nothing). Set it to several PollIntervals. Zero
-	// disables the check.
+	// MaxQuiet, when positive, is how long an election that is not led
+	// here may go without an answered store request. A waiting candidate
+	// reads at least every PollInterval and a watcher every
+	// WatchConfig.PollInterval (8 x that with push); on a store that
+	// pushes changes, a wait that a change or its deadline ends is an
+	// answer too (a waiting candidate is woken by each extension, every
+	// TermLength/2, and reads nothing). Set it to the longer of TermLength
+	// and several PollIntervals. Zero disables the check.
 	MaxQuiet time.Duration
 	// Clock is the time source; nil means the real clock.
 	Clock clocks.Clock
@@ -89,7 +91,9 @@ func (h *HealthCheck) Observe(e Event) {
 		h.elections = map[string]*health{}
 	}
 	s := h.elections[e.Election]
-	if s == nil {
+	if s == nil || (s.stopped && e.Kind != EventStopped) {
+		// New, or campaigning again (Acquire called anew) after it
+		// stopped: judged afresh.
 		s = &health{since: now}
 		h.elections[e.Election] = s
 	}
@@ -131,7 +135,9 @@ func (h *HealthCheck) Check() error {
 		case s.leading && now.Sub(s.expiry) > tolerance:
 			errs = append(errs, fmt.Errorf("election %s: still leading term %d, which expired at %s, %s ago (tolerance %s)",
 				name, s.term, s.expiry.Format(time.RFC3339Nano), now.Sub(s.expiry).Round(time.Millisecond), tolerance))
-		case !s.stopped && h.MaxQuiet > 0 && now.Sub(s.since) > h.MaxQuiet:
+		case !s.stopped && !s.leading && h.MaxQuiet > 0 && now.Sub(s.since) > h.MaxQuiet:
+			// (A leader writes only at its extensions, and one that
+			// cannot is judged by its expiry, above.)
 			errs = append(errs, fmt.Errorf("election %s: no answer from the store for %s (MaxQuiet %s)",
 				name, now.Sub(s.since).Round(time.Millisecond), h.MaxQuiet))
 		}

@@ -90,7 +90,8 @@ const (
 	// sample.
 	EventClockWarning
 	// EventStopped (stopped): Acquire returned Err (ctx's error when it
-	// was stopped).
+	// was stopped). Not sent for an invalid Config, which Acquire returns
+	// before it campaigns (see Config.Validate).
 	EventStopped
 )
 

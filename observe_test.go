@@ -426,6 +426,34 @@ func TestHealthCheckStandbyOnPushStore(t *testing.T) {
 	})
 }
 
+// TestHealthCheckLeaderAndRestart: a leader, which writes only every half
+// term, is not judged by MaxQuiet (its expiry tells); and an election whose
+// Acquire stopped and is called again is judged again.
+func TestHealthCheckLeaderAndRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hc := &leaderelection.HealthCheck{MaxQuiet: term / 4}
+		acc := racedecidertest.Cuttable(memory.NewDecider())
+		cfg := baseConfig(acc.Decider, "a", newMonitor(t), nil)
+		cfg.Observer = hc
+		stop := runCandidate(t, cfg)
+		// Between two extensions, longer than MaxQuiet after the last.
+		time.Sleep(2*term + 3*term/10)
+		synctest.Wait()
+		if err := hc.Check(); err != nil {
+			t.Errorf("a leader extending every half term, MaxQuiet a quarter: %v, want healthy", err)
+		}
+		stop()
+		acc.Cut(true)
+		stop = runCandidate(t, cfg)
+		time.Sleep(2 * term)
+		if err := hc.Check(); err == nil || !strings.Contains(err.Error(), "no answer from the store") {
+			t.Errorf("Acquire called again, cut off from the store for 2 terms: %v, want unhealthy for quiet", err)
+		}
+		acc.Cut(false)
+		stop()
+	})
+}
+
 func TestWatchObserver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewDecider()
