@@ -64,6 +64,15 @@ func main() {
 	os.Exit(o.code)
 }
 
+// isHelp reports whether arg asks for help, as a command or a flag.
+func isHelp(arg string) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
+}
+
 func dispatch(args []string, stdout, stderr io.Writer) outcome {
 	if len(args) == 0 {
 		usage(stderr)
@@ -74,8 +83,8 @@ func dispatch(args []string, stdout, stderr io.Writer) outcome {
 	case watchdogCommand:
 		// Hidden: run starts it; see watchdog_linux.go.
 		return outcome{code: watchdogMain(os.Stdin, stderr)}
-	case "help", "-h", "-help", "--help":
-		if len(args) > 1 {
+	case "help", "-h", "-help", "--help": // isHelp
+		if len(args) > 1 && !isHelp(args[1]) {
 			return dispatch([]string{args[1], "--help"}, stdout, stderr)
 		}
 		usage(stdout)

@@ -44,15 +44,18 @@ Prints one line per change of the election record, until interrupted:
   extended  the leader extended its term
   released  the leader stepped down
   expired   the term ended without an extension (on this machine's clock)
+  deleted   the record was deleted
 
 The first line describes the record found at start. Stores that cannot push
-changes (all but mem://) are read every --poll, and also when a term ends.
+changes (all but mem://, postgres:// and k8s://) are read every --poll, and
+also when a term ends; the others push each change, and are read every
+--poll while their push channel fails.
 `
 
 // recordJSON is the --json form of a record, in status and watch.
 type recordJSON struct {
 	Time           *time.Time `json:"time,omitempty"`   // watch: when the change was seen
-	Change         string     `json:"change,omitempty"` // watch: elected, extended, released, expired
+	Change         string     `json:"change,omitempty"` // watch: elected, extended, released, expired, deleted
 	Store          string     `json:"store,omitempty"`  // status
 	State          string     `json:"state,omitempty"`  // status: leading, expired, released, none
 	LeaderID       string     `json:"leaderID,omitempty"`
@@ -94,8 +97,8 @@ func toJSON(rec *entry.RaceEntry, now time.Time) recordJSON {
 // leaderOffset estimates the store's clock less the leader's when it wrote
 // rec: the leader asked for an expiry of its clock at sending plus term, and
 // the store committed the write at CommitTime, after the sending and before
-// the answer. The estimate is therefore at most the true offset plus the
-// store's time precision, and at least the true offset less the write's
+// the answer. The estimate is therefore at least the true offset less the
+// store's time precision, and at most the true offset plus the write's
 // round trip. ok is false where it cannot be made: no commit time, or a
 // release (whose expiry is the release time, not a term away).
 func leaderOffset(rec *entry.RaceEntry, term time.Duration) (time.Duration, bool) {
@@ -239,8 +242,8 @@ func watchMain(args []string, stdout, stderr io.Writer) outcome {
 	if fs.NArg() > 0 {
 		return fs.usageError("unexpected arguments %q", fs.Args())
 	}
-	if *skew < 0 || *poll <= 0 {
-		return fs.usageError("--skew (%s) must not be negative and --poll (%s) must be positive", *skew, *poll)
+	if *skew < 0 || *poll <= 0 || *poll > 24*time.Hour {
+		return fs.usageError("--skew (%s) must not be negative and --poll (%s) must be positive, and at most 24h", *skew, *poll)
 	}
 	d, _, o, ok := openStore(fs, *store, 30*time.Second)
 	if !ok {
