@@ -56,6 +56,7 @@ func (c Config) Acquire(ctx context.Context) error {
 	// A waiting candidate on a store that pushes changes may not read
 	// for as long as its leader lives: its waits are its requests.
 	cd.waiter.h = cd.obs
+	cd.obs.send(Event{Kind: EventStarted})
 	if cd.spacing > 0 {
 		if cd.TermLength < 4*cd.spacing {
 			// Extensions come every half term; with a retry each, they

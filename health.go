@@ -91,9 +91,9 @@ func (h *HealthCheck) Observe(e Event) {
 		h.elections = map[string]*health{}
 	}
 	s := h.elections[e.Election]
-	if s == nil || (s.stopped && e.Kind != EventStopped) {
-		// New, or campaigning again (Acquire called anew) after it
-		// stopped: judged afresh.
+	if s == nil || e.Kind == EventStarted {
+		// New, or campaigning (again: Acquire called anew after it
+		// stopped): judged afresh.
 		s = &health{since: now}
 		h.elections[e.Election] = s
 	}

@@ -93,6 +93,9 @@ const (
 	// was stopped). Not sent for an invalid Config, which Acquire returns
 	// before it campaigns (see Config.Validate).
 	EventStopped
+	// EventStarted (started): Acquire began to campaign, its Config
+	// valid; EventStopped follows when it returns.
+	EventStarted
 )
 
 func (k EventKind) String() string {
@@ -115,6 +118,8 @@ func (k EventKind) String() string {
 		return "clock_warning"
 	case EventStopped:
 		return "stopped"
+	case EventStarted:
+		return "started"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }

@@ -187,6 +187,14 @@ func TestObserverSeesRefusal(t *testing.T) {
 		if err := hc.Check(); err == nil || !strings.Contains(err.Error(), "refused") {
 			t.Errorf("health check after a refusal: %v, want the refusal", err)
 		}
+		// A watcher on the same Decider (one election to the check),
+		// whose reads pass, does not hide it.
+		_, stop := startWatch(t, leaderelection.WatchConfig{Decider: cfg.Decider, MaxClockSkew: skew, Observer: hc})
+		time.Sleep(term)
+		if err := hc.Check(); err == nil || !strings.Contains(err.Error(), "refused") {
+			t.Errorf("health check after a refusal, a watcher reading: %v, want the refusal", err)
+		}
+		stop()
 	})
 }
 
