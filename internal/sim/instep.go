@@ -15,7 +15,9 @@ import (
 // the store in bursts and find a change no sooner than one of them alone.
 // Reads do fall together now and then (a stall releases every caught
 // goroutine a nanosecond apart, two grids may cross), but two independent
-// schedules part within a few polls.
+// schedules part within a few polls. Watchers and resolvers also read when
+// a term ends, which they all compute from the same record: those reads are
+// left out (proc.atTermEnd).
 
 const (
 	// stepWindow is how close two reads must be to fall together: far

@@ -113,6 +113,10 @@ type proc struct {
 	budget                int           // the most ops allowed in one window (see opBudget)
 	lastOpAt              time.Time     // virtual instant of the last store call
 	sameInstant           int           // store calls made at lastOpAt
+	// expiry is the TermExpiry of the newest record a watcher or a
+	// resolver saw: it reads when that term ends, on the record's
+	// schedule, not on a poll grid (see checkPollsInStep).
+	expiry time.Time
 	// slowWrites is writes as it stood after the last write that took
 	// over a fifth of the term (see checkCost); 0 if none did.
 	slowWrites int
@@ -219,6 +223,9 @@ func (p *proc) silent() bool {
 func (p *proc) saw(rec *entry.RaceEntry, clock time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if rec.ElectionNumber >= p.sawMax {
+		p.expiry = rec.TermExpiry
+	}
 	p.sawMax = max(p.sawMax, rec.ElectionNumber)
 	if rec.ElectionNumber != entry.NoElections {
 		p.sawTerms[rec.Term] = max(p.sawTerms[rec.Term], rec.ElectionNumber)
@@ -233,6 +240,19 @@ func (p *proc) saw(rec *entry.RaceEntry, clock time.Time) {
 			p.newest[addr] = &seenRec{rec: rec.Clone(), readClock: p.readClock[k], at: time.Now()}
 		}
 	}
+}
+
+// atTermEnd reports whether a watcher or a resolver reads now because the
+// term of the newest record it saw ends (its expiry, up to MaxClockSkew
+// later: when a takeover becomes possible). All of them compute that moment
+// from the same record, and read together there by design: such reads are
+// not polls. p.mu is held.
+func (p *proc) atTermEnd() bool {
+	if p.watcher < 0 && !p.isResolver || p.expiry.IsZero() {
+		return false
+	}
+	since := p.host.Now().Sub(p.expiry)
+	return since >= 0 && since <= p.s.sc.Skew+stepWindow
 }
 
 func recKey(rec *entry.RaceEntry) string {
@@ -419,7 +439,9 @@ func (p *proc) countOp(kind string) {
 	switch kind {
 	case "read":
 		p.reads++
-		p.readAts = append(p.readAts, now)
+		if !p.atTermEnd() {
+			p.readAts = append(p.readAts, now)
+		}
 	case "write":
 		p.writes++
 	case "push":

@@ -989,17 +989,24 @@ func (s *sim) checkCost(from opSnapshot, window time.Duration) {
 	sc := s.sc
 	terms := float64(window) / float64(sc.Term)
 	maxReads := int(float64(window)/float64(sc.pollInterval())+2*terms) + 3
+	// The leader times its extensions from the slowest of its last 8
+	// writes: after a slow store (or a slow write among those 8), up to 8
+	// early extensions, each pushed to every waiting candidate.
+	early := func(p *proc, writes int) bool { return sc.SlowTo > 0 || p.slowWriteAfter(writes-8) }
+	anyEarly := false
+	for p, c := range from {
+		anyEarly = anyEarly || early(p, c[1])
+	}
 	for p, c := range from {
 		r, w, pu := p.opCounts()
 		r, w, pu = r-c[0], w-c[1], pu-c[2]
-		maxWrites := int(2*terms) + 3
-		if sc.SlowTo > 0 || p.slowWriteAfter(c[1]-8) {
-			// The leader times its extensions from the slowest of its
-			// last 8 writes: after a slow store (or a slow write among
-			// those 8), up to 8 early extensions.
+		maxWrites, maxPushes := int(2*terms)+3, int(2*terms)+3
+		if early(p, c[1]) {
 			maxWrites += 8
 		}
-		maxPushes := maxWrites
+		if anyEarly {
+			maxPushes += 8
+		}
 		if r > maxReads || w > maxWrites || pu > maxPushes {
 			s.violate("cost", "%s made %d reads, %d writes, %d change waits in %v of quiet time (budget %d, %d, %d)",
 				p, r, w, pu, window, maxReads, maxWrites, maxPushes)

@@ -368,10 +368,23 @@ func TestFirstDifference(t *testing.T) {
 // ended, so that it extended every quarter term through the quiet phase, as
 // the engine does after a slow write among its last 8 (extendAt); the cost
 // check took that for a leader writing too often, as it allowed for it only
-// after a slow-store phase.
+// after a slow-store phase. In seed 8205780 the same early extensions were
+// pushed to a waiting candidate, whose change waits the check allowed only
+// for its own slow writes.
 func TestCostAfterASlowWrite(t *testing.T) {
-	res := Run(t, 7007720, Options{})
-	if res.Failed() {
+	for _, seed := range []uint64{7007720, 8205780} {
+		if res := Run(t, seed, Options{}); res.Failed() {
+			t.Errorf("seed %d: %s", seed, res.Report(3, 40))
+		}
+	}
+}
+
+// TestWatchersReadTogetherAtTermEnd: in seed 8201556 (push, MaxClockSkew 0)
+// a watcher and a resolver read at the same instant at each of 34 term ends,
+// as both read when the term of the record they follow ends; the polls-in-
+// step check took those reads for polls on one grid.
+func TestWatchersReadTogetherAtTermEnd(t *testing.T) {
+	if res := Run(t, 8201556, Options{}); res.Failed() {
 		t.Errorf("%s", res.Report(3, 40))
 	}
 }
