@@ -94,14 +94,21 @@ func setRecord(l *coordinationv1.Lease, e *entry.RaceEntry, data []byte, prev *c
 // longer wait for its candidates, never a shorter one).
 func distinctForClientGo(prev *coordinationv1.Lease, holder, prevHolder string, expiry time.Time, dur int32) int32 {
 	s := prev.Spec
-	if holder != prevHolder || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
-		return dur
-	}
-	prevExpiry := s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second)
-	if prevExpiry.Unix() != expiry.Unix() || dur > *s.LeaseDurationSeconds || *s.LeaseDurationSeconds == math.MaxInt32 {
+	prevExpiry, ok := specExpiry(s)
+	if holder != prevHolder || !ok || prevExpiry.Unix() != expiry.Unix() ||
+		dur > *s.LeaseDurationSeconds || *s.LeaseDurationSeconds == math.MaxInt32 {
 		return dur
 	}
 	return *s.LeaseDurationSeconds + 1
+}
+
+// specExpiry is when s says its holder's lease ends, renewTime +
+// leaseDurationSeconds; ok is false if it says neither.
+func specExpiry(s coordinationv1.LeaseSpec) (expiry time.Time, ok bool) {
+	if s.RenewTime == nil || s.LeaseDurationSeconds == nil {
+		return time.Time{}, false
+	}
+	return s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second), true
 }
 
 // leaseSeconds rounds d up to whole seconds, within what the Lease's int32
@@ -180,9 +187,7 @@ func foreignEntry(l *coordinationv1.Lease, stale *entry.RaceEntry) *entry.RaceEn
 	if s.HolderIdentity != nil {
 		e.LeaderID = *s.HolderIdentity
 	}
-	if s.RenewTime != nil && s.LeaseDurationSeconds != nil {
-		e.TermExpiry = s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second)
-	}
+	e.TermExpiry, _ = specExpiry(s)
 	if stale != nil && !stale.Released && stale.TermExpiry.After(e.TermExpiry) {
 		e.TermExpiry = stale.TermExpiry
 	}
