@@ -242,8 +242,8 @@ func watchMain(args []string, stdout, stderr io.Writer) outcome {
 	if fs.NArg() > 0 {
 		return fs.usageError("unexpected arguments %q", fs.Args())
 	}
-	if *skew < 0 || *poll <= 0 || *poll > 24*time.Hour {
-		return fs.usageError("--skew (%s) must not be negative and --poll (%s) must be positive, and at most 24h", *skew, *poll)
+	if *skew < 0 || *poll <= 0 || *poll > maxDuration {
+		return fs.usageError("--skew (%s) must not be negative and --poll (%s) must be positive, and at most %v", *skew, *poll, maxDuration)
 	}
 	d, _, o, ok := openStore(fs, *store, 30*time.Second)
 	if !ok {

@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+// maxDuration bounds --term and --poll, as leaderelection.Config.Validate
+// and WatchConfig.Validate bound TermLength and PollInterval.
+const maxDuration = 24 * time.Hour
+
 // timingProblems checks --term and --skew as leaderelection.Config.Validate
 // would, in terms of the flags.
 func timingProblems(term, skew time.Duration) []string {
@@ -19,8 +23,8 @@ func timingProblems(term, skew time.Duration) []string {
 	if len(p) > 0 {
 		return p
 	}
-	if term < time.Millisecond || term > 24*time.Hour {
-		p = append(p, fmt.Sprintf("--term (%s) must be between 1ms and 24h", term))
+	if term < time.Millisecond || term > maxDuration {
+		p = append(p, fmt.Sprintf("--term (%s) must be between 1ms and %v", term, maxDuration))
 	}
 	// term - skew <= skew is term <= 2 x skew without the overflow.
 	if term-skew <= skew {
