@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds"
+	"github.com/aws/aws-sdk-go-v2/credentials/endpointcreds"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -520,6 +521,41 @@ func TestNoCredentials(t *testing.T) {
 	}
 	if _, err := d.ReadCurrent(t.Context()); !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "no AWS credentials: ec2imds cannot be reached") {
 		t.Errorf("metadata service refusing the connection: %v; want a refusal saying it cannot be reached", err)
+	}
+	if n := len(store.hosts()); n != 0 {
+		t.Errorf("the store was asked %d times", n)
+	}
+}
+
+// TestContainerCredentialEndpointDown: in ECS or with EKS Pod Identity the
+// credentials come from an agent on the host, which the environment names;
+// while it restarts it refuses connections. That is not a host without
+// credentials: the error is an unknown outcome, retried, not a refusal that
+// would end the election.
+func TestContainerCredentialEndpointDown(t *testing.T) {
+	store := newCannedServer(t, canned{status: 200})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String() + "/v1/credentials"
+	ln.Close()
+	c := s3.New(s3.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(store.url),
+		UsePathStyle: true,
+		Credentials: aws.NewCredentialsCache(endpointcreds.New(closed, func(o *endpointcreds.Options) {
+			o.Retryer = aws.NopRetryer{}
+		})),
+		Retryer: aws.NopRetryer{},
+	})
+	d, err := les3.NewDecider(c, "bucket", "key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.ReadCurrent(t.Context())
+	if err == nil || errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("credential agent refusing the connection: %v; want an unknown outcome, not a refusal", err)
 	}
 	if n := len(store.hosts()); n != 0 {
 		t.Errorf("the store was asked %d times", n)

@@ -19,9 +19,9 @@ import (
 // service (the store's ServiceID, such as "S3"): a credential provider, such
 // as the EC2 instance metadata service, STS or SSO. If so, refusal says why
 // there are no credentials when that answer was a 4xx other than 408 and
-// 429, which waiting will not change, or when the provider refused the
-// connection (no instance metadata service off EC2); it is empty for an
-// answer that may pass.
+// 429, which waiting will not change, or when the instance metadata service
+// refused the connection (there is none off EC2); it is empty for an answer
+// that may pass.
 func Answer(err error, service string) (refusal string, fromProvider bool) {
 	answeredBy := service
 	for e := err; e != nil; e = errors.Unwrap(e) {
@@ -46,9 +46,13 @@ func Answer(err error, service string) (refusal string, fromProvider bool) {
 			// connection is refused, or there is no route to it), no
 			// credentials, and waiting will not change that. A
 			// timeout may be this call's own deadline, and stays
-			// unknown.
+			// unknown. So does a refusal by a container credential
+			// endpoint (the ECS agent, the EKS Pod Identity agent):
+			// the SDK asks one only where the environment names it,
+			// so it exists, and it refuses connections while it
+			// restarts.
 			var ne *net.OpError
-			if answeredBy == service || !errors.As(e, &ne) || ne.Op != "dial" || ne.Timeout() {
+			if answeredBy == service || answeredBy == containerEndpoint || !errors.As(e, &ne) || ne.Op != "dial" || ne.Timeout() {
 				return "", answeredBy != service
 			}
 			return fmt.Sprintf("no AWS credentials: %s cannot be reached (%v)", answeredBy, ne.Err), true
@@ -56,3 +60,7 @@ func Answer(err error, service string) (refusal string, fromProvider bool) {
 	}
 	return "", false
 }
+
+// containerEndpoint is the ServiceID of the SDK's client for container
+// credential endpoints (package credentials/endpointcreds).
+const containerEndpoint = "endpoint-credentials"

@@ -43,6 +43,10 @@ func TestAnswer(t *testing.T) {
 			"no AWS credentials: ec2imds cannot be reached (connection refused)", true},
 		{"metadata service timing out", viaCredsUnanswered(&net.OpError{Op: "dial", Net: "tcp", Err: timeoutErr{}}), "", true},
 		{"metadata service cut off mid-read", viaCredsUnanswered(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}), "", true},
+		{"container credential endpoint refusing the connection", op("S3", fmt.Errorf("get credentials: %w", op("endpoint-credentials",
+			&smithyhttp.RequestSendError{Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}))), "", true},
+		{"container credential endpoint answering 403", op("S3", fmt.Errorf("get credentials: %w", op("endpoint-credentials", answer(403)))),
+			"no AWS credentials: endpoint-credentials answered 403", true},
 		{"the store refusing the connection", op("S3", &smithyhttp.RequestSendError{Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}), "", false},
 	} {
 		refusal, from := Answer(c.err, "S3")
