@@ -295,6 +295,7 @@ func (cd *candidate) leadAndPause(ctx context.Context, rec *entry.RaceEntry) (*e
 	}
 	pause := cd.tenures.next()
 	cd.log.Info("OnElected returned while the term was held; pausing before campaigning again", "pause", pause)
+	cd.obs.send(Event{Kind: EventPaused, Expiry: cd.Clock.Now().Add(pause)})
 	if !cd.Clock.SleepFor(ctx, pause) {
 		return nil, ctx.Err()
 	}

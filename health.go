@@ -22,18 +22,19 @@ import (
 //   - this process believes it leads (OnElected has not returned) but its
 //     term ran out more than Tolerance ago: OnElected ignores its context,
 //     or the process is starved;
-//   - MaxQuiet is set, the election has not stopped and is not led here,
-//     and no request to the store has been answered (successfully, or with
-//     a lost race) for longer than MaxQuiet: the store is unreachable or the
-//     campaign is stuck;
-//   - Acquire returned with an error other than its context's (a store that
-//     refuses for good), and has not been called anew since.
+//   - MaxQuiet is set, an Acquire or a Watch on the election runs, the
+//     election is not led here, and no request to the store has been
+//     answered (successfully, or with a lost race) for longer than MaxQuiet:
+//     the store is unreachable or the campaign is stuck. A candidate's
+//     pause after OnElected returned early (EventPaused) is not quiet;
+//   - Acquire or Watch returned with an error other than its context's (a
+//     store that refuses for good), and has not been called anew since.
 //
 // It judges by Event.Election, the Decider's name: a Config and a WatchConfig
 // on one Decider in one process are one election to it (the watcher's
-// answered reads keep MaxQuiet satisfied for both, and Acquire's end turns it
-// off for both); give each its own HealthCheck to judge them apart. Watch
-// sends no EventStopped, so a watch that a refusal ended is not seen.
+// answered reads keep MaxQuiet satisfied for both, and MaxQuiet is judged
+// until both have returned); give each its own HealthCheck to judge them
+// apart.
 //
 // Use it for liveness, not readiness: a follower is healthy, and a readiness
 // probe that failed on followers would take them out of service. The zero
@@ -48,9 +49,11 @@ type HealthCheck struct {
 	// reads at least every PollInterval and a watcher every
 	// WatchConfig.PollInterval (8 x that with push); on a store that
 	// pushes changes, a wait that a change or its deadline ends is an
-	// answer too (a waiting candidate is woken by each extension, every
-	// TermLength/2, and reads nothing). Set it to the longer of TermLength
-	// and several PollIntervals. Zero disables the check.
+	// answer too: a waiting candidate is woken by each extension, every
+	// TermLength/2, and reads nothing, but after a crashed leader's last
+	// extension it waits, unwoken, for that term to end: TermLength +
+	// MaxClockSkew and a herd draw. Set it to at least twice that, and to
+	// several PollIntervals. Zero disables the check.
 	MaxQuiet time.Duration
 	// Clock is the time source; nil means the real clock.
 	Clock clocks.Clock
@@ -67,9 +70,13 @@ type health struct {
 	leading bool
 	term    int64
 	expiry  time.Time
-	since   time.Time // first event, or last answered request
-	stopped bool
-	err     error // Acquire's error, if not its context's
+	// since: when judging began, or the last answered request.
+	since time.Time
+	// campaigns and watches: the Acquire and Watch calls running.
+	campaigns, watches int
+	// acquireErr and watchErr: what the last Acquire and Watch returned,
+	// if not their context's error.
+	acquireErr, watchErr error
 }
 
 var _ Observer = (*HealthCheck)(nil)
@@ -91,27 +98,48 @@ func (h *HealthCheck) Observe(e Event) {
 		h.elections = map[string]*health{}
 	}
 	s := h.elections[e.Election]
-	if s == nil || e.Kind == EventStarted {
-		// New, or campaigning (again: Acquire called anew after it
-		// stopped): judged afresh.
-		s = &health{since: now}
+	if s == nil {
+		s = &health{}
 		h.elections[e.Election] = s
 	}
 	switch e.Kind {
+	case EventStarted, EventWatchStarted:
+		if s.campaigns+s.watches == 0 {
+			s.since = now // judged afresh
+		}
+		if e.Kind == EventStarted {
+			s.campaigns++
+			s.leading, s.acquireErr = false, nil
+		} else {
+			s.watches++
+			s.watchErr = nil
+		}
+	case EventStopped:
+		s.campaigns = max(s.campaigns-1, 0)
+		s.leading, s.acquireErr = false, failure(e.Err)
+	case EventWatchStopped:
+		s.watches = max(s.watches-1, 0)
+		s.watchErr = failure(e.Err)
 	case EventElected, EventExtended:
 		s.leading, s.term, s.expiry = true, e.Term, e.Expiry
 	case EventOusted:
 		s.leading = false
+	case EventPaused:
+		// No request until the pause ends: quiet counts from then.
+		s.since = maxTime(s.since, e.Expiry)
 	case EventStoreRequest:
 		if e.Result == ResultOK || e.Result == ResultRaceLost {
-			s.since = now
-		}
-	case EventStopped:
-		s.leading, s.stopped, s.err = false, true, nil
-		if e.Err != nil && !errors.Is(e.Err, context.Canceled) && !errors.Is(e.Err, context.DeadlineExceeded) {
-			s.err = e.Err
+			s.since = maxTime(s.since, now)
 		}
 	}
+}
+
+// failure is err, unless it is nil or a context's error.
+func failure(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
 }
 
 // Check returns nil when every election observed is healthy, else an error
@@ -130,12 +158,14 @@ func (h *HealthCheck) Check() error {
 	for _, name := range names {
 		s := h.elections[name]
 		switch {
-		case s.err != nil:
-			errs = append(errs, fmt.Errorf("election %s: Acquire ended: %w", name, s.err))
+		case s.acquireErr != nil:
+			errs = append(errs, fmt.Errorf("election %s: Acquire ended: %w", name, s.acquireErr))
+		case s.watchErr != nil:
+			errs = append(errs, fmt.Errorf("election %s: Watch ended: %w", name, s.watchErr))
 		case s.leading && now.Sub(s.expiry) > tolerance:
 			errs = append(errs, fmt.Errorf("election %s: still leading term %d, which expired at %s, %s ago (tolerance %s)",
 				name, s.term, s.expiry.Format(time.RFC3339Nano), now.Sub(s.expiry).Round(time.Millisecond), tolerance))
-		case !s.stopped && !s.leading && h.MaxQuiet > 0 && now.Sub(s.since) > h.MaxQuiet:
+		case s.campaigns+s.watches > 0 && !s.leading && h.MaxQuiet > 0 && now.Sub(s.since) > h.MaxQuiet:
 			// (A leader writes only at its extensions, and one that
 			// cannot is judged by its expiry, above.)
 			errs = append(errs, fmt.Errorf("election %s: no answer from the store for %s (MaxQuiet %s)",

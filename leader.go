@@ -135,7 +135,7 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 	stillHeld := tv.ValueInFuture()
 	tv.end()
 
-	shutdown := ctx.Err() != nil
+	shutdown, release := ctx.Err() != nil, false
 	ousted := Event{Kind: EventOusted, LeaderID: cd.LeaderID, Term: cur.Term, Expiry: cur.TermExpiry}
 	switch {
 	case err != nil:
@@ -153,8 +153,7 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 		cd.pending = nil
 	default:
 		// Shutdown, or OnElected returned while the term was held.
-		early = returned && !shutdown
-		after = cd.release(ctx, cur)
+		early, release = returned && !shutdown, true
 		ousted.Reason = OustReleased
 		switch {
 		case shutdown:
@@ -163,7 +162,12 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 			ousted.Reason, ousted.Err = OustClockSkew, errClockSkew
 		}
 	}
+	// Sent before the release is written: OnElected has returned, and the
+	// release may take until the term's end.
 	cd.obs.send(ousted)
+	if release {
+		after = cd.release(ctx, cur)
+	}
 	if cd.OnOusting != nil {
 		cd.OnOusting(ctx)
 	}

@@ -96,6 +96,17 @@ const (
 	// EventStarted (started): Acquire began to campaign, its Config
 	// valid; EventStopped follows when it returns.
 	EventStarted
+	// EventPaused (paused): OnElected returned while the term was held,
+	// and this candidate waits until Expiry before campaigning again (see
+	// Config.Acquire); it makes no request meanwhile.
+	EventPaused
+	// EventWatchStarted (watch_started): Watch began to follow the
+	// election, its WatchConfig valid; EventWatchStopped follows when it
+	// returns.
+	EventWatchStarted
+	// EventWatchStopped (watch_stopped): Watch returned Err (ctx's error
+	// when it was stopped).
+	EventWatchStopped
 )
 
 func (k EventKind) String() string {
@@ -120,6 +131,12 @@ func (k EventKind) String() string {
 		return "stopped"
 	case EventStarted:
 		return "started"
+	case EventPaused:
+		return "paused"
+	case EventWatchStarted:
+		return "watch_started"
+	case EventWatchStopped:
+		return "watch_stopped"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -131,7 +148,7 @@ type OustReason string
 // The reasons a tenure ends.
 const (
 	// OustReleased: OnElected returned while the term was held; the term
-	// was released.
+	// is released (the release is written after EventOusted is sent).
 	OustReleased OustReason = "released"
 	// OustShutdown: Acquire's context ended; the term was released unless
 	// DisableRelease (or the release failed, leaving it to expire).
@@ -197,7 +214,8 @@ type Event struct {
 	Election string
 	// LeaderID, Term and Expiry describe a tenure: this candidate's for
 	// EventElected, EventExtended and EventOusted, the record's for
-	// EventLeaderChanged and EventWatchChange.
+	// EventLeaderChanged and EventWatchChange. For EventPaused, Expiry is
+	// when the pause ends.
 	LeaderID string
 	Term     int64
 	Expiry   time.Time

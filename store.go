@@ -48,6 +48,9 @@ var errNoRecord = errors.New("leaderelection: the Decider's ReadCurrent returned
 //
 // Successful reads' round trips go to rtt, if not nil.
 func readRetrying(ctx context.Context, clock clocks.Clock, r *rng, rtt *latencies, h *hook, d RaceDecider, timeout time.Duration, deadline time.Time, onErr func(error) error) (*entry.RaceEntry, error) {
+	// A read cut short by the deadline failed; only one cut short by the
+	// caller was canceled.
+	caller := ctx
 	if !deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = clock.ContextWithDeadline(ctx, deadline)
@@ -66,7 +69,7 @@ func readRetrying(ctx context.Context, clock clocks.Clock, r *rng, rtt *latencie
 		if err == nil && rec == nil {
 			err = errNoRecord
 		}
-		h.request(OpRead, t1.Sub(t0), err, ctx.Err())
+		h.request(OpRead, t1.Sub(t0), err, caller.Err())
 		if err == nil {
 			h.sample(t0, t1, rec.Token, false)
 		}

@@ -136,7 +136,7 @@ func (w *WatchConfig) Validate() error {
 // TermExpired, never as a current leader. Failed reads are retried with backoff and reported to OnError and
 // Logger; they do not end the watch. A store that refuses for good
 // (ErrRefused: permission denied, a missing bucket) ends it with that error.
-func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c Change)) error {
+func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c Change)) (err error) {
 	if err := w.Validate(); err != nil {
 		return err
 	}
@@ -148,6 +148,8 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 	}
 	w.PollInterval = orDefault(w.PollInterval, DefaultWatchPollInterval)
 	h := newHook(w.Observer, w.Decider, false, 0, 0, w.Logger)
+	h.send(Event{Kind: EventWatchStarted})
+	defer func() { h.send(Event{Kind: EventWatchStopped, Err: err}) }()
 	if h != nil {
 		user := cb
 		cb = func(ctx context.Context, c Change) {

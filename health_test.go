@@ -1,0 +1,249 @@
+package leaderelection_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/memory"
+	"github.com/racedecider/leaderelection/racedecidertest"
+)
+
+// TestHealthCheckWatchStopped: a Watch whose context ends (the component
+// that watched is shut down; the process goes on) is no longer judged by
+// MaxQuiet: nothing follows the election any more.
+func TestHealthCheckWatchStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		hc := &leaderelection.HealthCheck{MaxQuiet: 4 * time.Second} // several WatchConfig.PollIntervals (1 s)
+		_, stop := startWatch(t, leaderelection.WatchConfig{Decider: mem, Observer: hc})
+		time.Sleep(10 * time.Second)
+		if err := hc.Check(); err != nil {
+			t.Fatalf("watching: %v, want healthy", err)
+		}
+		stop() // Watch returns context.Canceled: stopped on purpose
+		time.Sleep(time.Minute)
+		if err := hc.Check(); err != nil {
+			t.Errorf("a minute after the only watch was stopped on purpose: %v, want healthy", err)
+		}
+
+		// A watch that the store's refusal ends is reported.
+		hc = &leaderelection.HealthCheck{MaxQuiet: 4 * time.Second}
+		w := leaderelection.WatchConfig{Decider: refusingReads{mem}, Observer: hc}
+		if err := w.Watch(t.Context(), func(context.Context, leaderelection.Change) {}); !errors.Is(err, entry.ErrRefused) {
+			t.Fatalf("Watch: %v, want a refusal", err)
+		}
+		if err := hc.Check(); err == nil || !strings.Contains(err.Error(), "Watch ended") {
+			t.Errorf("after a refusal ended the watch: %v, want it reported", err)
+		}
+	})
+}
+
+// refusingReads refuses every read, as a store without read permission.
+type refusingReads struct{ leaderelection.RaceDecider }
+
+func (refusingReads) ReadCurrent(context.Context) (*entry.RaceEntry, error) {
+	return nil, fmt.Errorf("403 Forbidden: %w", entry.ErrRefused)
+}
+
+// TestHealthCheckPauseAfterEarlyReturn: OnElected returning while the term
+// is held ends the tenure and the candidate pauses at least a TermLength
+// (doubling with each such tenure in a row) before campaigning again,
+// without a single store request. That pause is not quiet (EventPaused).
+func TestHealthCheckPauseAfterEarlyReturn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		hc := &leaderelection.HealthCheck{MaxQuiet: term}
+		var firstBad, bad atomic.Value
+		var tenures atomic.Int32
+		cfg := leaderelection.Config{Decider: mem, LeaderID: "a", TermLength: term, MaxClockSkew: skew, Observer: hc,
+			OnElected: func(ctx context.Context, tv *leaderelection.TimeView) {
+				// A job that does one piece of work per tenure and
+				// yields: a second of work, then return.
+				tenures.Add(1)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- cfg.Acquire(ctx) }()
+		// Probe every 10 s, as a kubelet does (periodSeconds: 10).
+		for range 12 {
+			time.Sleep(10 * time.Second)
+			if err := hc.Check(); err != nil {
+				if firstBad.Load() == nil {
+					firstBad.Store(err.Error())
+				}
+				bad.Store(err.Error())
+			}
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Acquire: %v", err)
+		}
+		if tenures.Load() < 2 {
+			t.Fatalf("%d tenures in 2 minutes, want several", tenures.Load())
+		}
+		if e := firstBad.Load(); e != nil {
+			t.Errorf("a candidate pausing between tenures on a healthy store was judged unhealthy: %v", e)
+		}
+	})
+}
+
+// hangingWrites lets reads through, and makes writes hang until their
+// context ends once hang is set.
+type hangingWrites struct {
+	leaderelection.RaceDecider
+	hang atomic.Bool
+}
+
+func (h *hangingWrites) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	if h.hang.Load() {
+		<-ctx.Done()
+		return entry.LeaderToken{}, ctx.Err()
+	}
+	return h.RaceDecider.WriteEntry(ctx, e)
+}
+
+// TestHealthCheckReleasingIsNotLeading: once OnElected has returned, the
+// release write may run until TermExpiry + MaxClockSkew, past Tolerance
+// when MaxClockSkew is above it. EventOusted comes before the release, so
+// HealthCheck does not report such a process "still leading".
+func TestHealthCheckReleasingIsNotLeading(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const tl, sk = time.Minute, 15 * time.Second
+		d := &hangingWrites{RaceDecider: memory.NewDecider()}
+		hc := &leaderelection.HealthCheck{}
+		var returned atomic.Bool
+		stop := make(chan struct{})
+		cfg := leaderelection.Config{Decider: d, LeaderID: "a", TermLength: tl, MaxClockSkew: sk, Observer: hc,
+			OnElected: func(ctx context.Context, tv *leaderelection.TimeView) {
+				select {
+				case <-ctx.Done():
+				case <-stop:
+				}
+				returned.Store(true)
+			}}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- cfg.Acquire(ctx) }()
+		time.Sleep(tl/2 + time.Second) // just after the first extension
+		synctest.Wait()
+		// The store stops answering writes; OnElected returns (its work
+		// is done) while the term is still held: a release is sent and
+		// hangs until TermExpiry + MaxClockSkew.
+		d.hang.Store(true)
+		time.Sleep(tl/2 - 2*time.Second) // before the next extension
+		close(stop)
+		synctest.Wait()
+		if !returned.Load() {
+			t.Fatal("OnElected did not return")
+		}
+		time.Sleep(tl/2 + 2*time.Second + 12*time.Second) // past expiry + Tolerance, before expiry + MaxClockSkew
+		if err := hc.Check(); err != nil && strings.Contains(err.Error(), "still leading") {
+			t.Errorf("OnElected has returned; the engine is releasing: %v", err)
+		}
+		d.hang.Store(false)
+		cancel()
+		<-done
+	})
+}
+
+// hungReadBack: once broken is set, writes fail at once with an unknown
+// outcome (a reset), and from then on reads hang until their context ends.
+type hungReadBack struct {
+	leaderelection.RaceDecider
+	broken, wrote atomic.Bool
+}
+
+func (h *hungReadBack) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	if h.broken.Load() {
+		h.wrote.Store(true)
+		return entry.LeaderToken{}, errors.New("connection reset by peer")
+	}
+	return h.RaceDecider.WriteEntry(ctx, e)
+}
+
+func (h *hungReadBack) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	if h.wrote.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.RaceDecider.ReadCurrent(ctx)
+}
+
+// TestReadBackCutByTermIsNotCanceled: the read-back of an acquisition whose
+// outcome is unknown runs under the deadline of the term it asked for. A
+// read the store leaves hanging until then failed: it is not ResultCanceled
+// ("the caller's context ended"), which alerts on errors would not see.
+func TestReadBackCutByTermIsNotCanceled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &hungReadBack{RaceDecider: memory.NewDecider()}
+		d.broken.Store(true) // reads work until the first write
+		rec := &recorder{}
+		cfg := baseConfig(d, "a", newMonitor(t), nil)
+		cfg.Observer = rec
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- cfg.Acquire(ctx) }()
+		time.Sleep(2 * term)
+		synctest.Wait()
+		if ctx.Err() != nil || !d.wrote.Load() {
+			t.Fatal("test bug")
+		}
+		for _, e := range rec.of(leaderelection.EventStoreRequest) {
+			if e.Result == leaderelection.ResultCanceled {
+				t.Errorf("%s reported %s (err %v) while Acquire's context was live", e.Op, e.Result, e.Err)
+			}
+		}
+		cancel()
+		<-done
+	})
+}
+
+// TestHealthCheckStandbyDuringFailover: a standby on a store that pushes
+// changes reads nothing while its leader extends (each extension is
+// pushed); once the leader crashes it waits, unwoken, until the takeover
+// time, TermLength + MaxClockSkew + its herd draw after the last push. With
+// MaxQuiet as HealthCheck's doc advises, it stays healthy.
+func TestHealthCheckStandbyDuringFailover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := newMonitor(t)
+		accA := racedecidertest.Cuttable(mem)
+		stopA := runCandidate(t, baseConfig(accA.Decider, "a", m, nil))
+		next(m)
+		hc := &leaderelection.HealthCheck{MaxQuiet: 2 * (term + skew)}
+		cfg := baseConfig(mem, "b", m, nil)
+		cfg.Observer = hc
+		stopB := runCandidate(t, cfg)
+		time.Sleep(2*term + term/4) // between two of a's extensions
+		synctest.Wait()
+		accA.Cut(true) // a's host loses the store: a crash, to b
+		var elected atomic.Bool
+		go func() { next(m); elected.Store(true) }()
+		var bad error
+		for !elected.Load() {
+			time.Sleep(100 * time.Millisecond)
+			if err := hc.Check(); err != nil && bad == nil {
+				bad = err
+			}
+		}
+		if bad != nil {
+			t.Errorf("standby b, its store answering, during a's failover: %v", bad)
+		}
+		accA.Cut(false)
+		stopB()
+		stopA()
+	})
+}
