@@ -62,6 +62,7 @@ type state struct {
 	offsetKnown  bool
 	tenureKnown  bool
 	leadingKnown bool
+	following    int // Acquire and Watch calls running
 }
 
 var _ leaderelection.Observer = (*Observer)(nil)
@@ -175,10 +176,26 @@ func (o *Observer) Observe(e leaderelection.Event) {
 		o.update(e.Election, func(s *state) { s.offset, s.offsetKnown = e.Offset, true })
 	case leaderelection.EventClockWarning:
 		o.clockWarnings.Add(ctx, 1, metric.WithAttributes(el))
+	case leaderelection.EventStarted:
+		// A candidate that has not led yet reports 0 too, so that a sum
+		// over an election's candidates sees them.
+		o.update(e.Election, func(s *state) { s.leading, s.leadingKnown = false, true; s.follow(1) })
+	case leaderelection.EventWatchStarted:
+		o.update(e.Election, func(s *state) { s.follow(1) })
 	case leaderelection.EventStopped:
-		// A process that no longer campaigns no longer follows the
-		// election: the leader it last saw may be long gone.
-		o.update(e.Election, func(s *state) { s.leading, s.leadingKnown, s.leader = false, true, "" })
+		o.update(e.Election, func(s *state) { s.leading, s.leadingKnown = false, true; s.follow(-1) })
+	case leaderelection.EventWatchStopped:
+		o.update(e.Election, func(s *state) { s.follow(-1) })
+	}
+}
+
+// follow counts an Acquire or a Watch starting (+1) or returning (-1). A
+// process that no longer follows the election forgets its leader, who may be
+// long gone.
+func (s *state) follow(delta int) {
+	s.following = max(s.following+delta, 0)
+	if s.following == 0 {
+		s.leader = ""
 	}
 }
 

@@ -26,6 +26,7 @@ package leprom
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -57,6 +58,8 @@ type Observer struct {
 	mu sync.Mutex
 	// leaders is the leader id leader_info shows per election.
 	leaders map[string]string
+	// following counts the Acquire and Watch calls running per election.
+	following map[string]int
 }
 
 var _ leaderelection.Observer = (*Observer)(nil)
@@ -73,6 +76,13 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	buckets := opts.Buckets
 	if buckets == nil {
 		buckets = DefaultBuckets
+	}
+	// client_golang checks buckets only when it makes a histogram, on the
+	// first request observed: a panic on the engine's goroutine.
+	for i := 1; i < len(buckets); i++ {
+		if !(buckets[i] > buckets[i-1]) {
+			return nil, fmt.Errorf("leprom: Options.Buckets %v: must increase strictly (%v after %v)", buckets, buckets[i], buckets[i-1])
+		}
 	}
 	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help, ConstLabels: opts.ConstLabels},
@@ -98,11 +108,17 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "store_request_duration_seconds",
 			Help: "Latency of requests to the store, by operation.", ConstLabels: opts.ConstLabels, Buckets: buckets},
 			[]string{"election", "op"}),
-		leaders: map[string]string{},
+		leaders:   map[string]string{},
+		following: map[string]int{},
 	}
-	for _, c := range []prometheus.Collector{o.isLeader, o.fencingToken, o.termExpiry, o.leaderInfo, o.clockOffset,
-		o.transitions, o.requests, o.watchChanges, o.clockWarnings, o.duration} {
+	all := []prometheus.Collector{o.isLeader, o.fencingToken, o.termExpiry, o.leaderInfo, o.clockOffset,
+		o.transitions, o.requests, o.watchChanges, o.clockWarnings, o.duration}
+	for i, c := range all {
 		if err := reg.Register(c); err != nil {
+			// All or nothing, so that New can be called again.
+			for _, r := range all[:i] {
+				reg.Unregister(r)
+			}
 			return nil, errors.Join(errors.New("leprom: registering the metrics"), err)
 		}
 	}
@@ -147,11 +163,32 @@ func (o *Observer) Observe(e leaderelection.Event) {
 		}
 	case leaderelection.EventClockWarning:
 		o.clockWarnings.WithLabelValues(el).Inc()
-	case leaderelection.EventStopped:
-		// A process that no longer campaigns no longer follows the
-		// election: the leader it last saw may be long gone.
+	case leaderelection.EventStarted:
+		// A candidate that has not led yet has a series too, so that a
+		// sum over an election's candidates sees them.
 		o.isLeader.WithLabelValues(el).Set(0)
-		o.setLeader(el, "")
+		o.follow(el, 1)
+	case leaderelection.EventWatchStarted:
+		o.follow(el, 1)
+	case leaderelection.EventStopped:
+		o.isLeader.WithLabelValues(el).Set(0)
+		o.follow(el, -1)
+	case leaderelection.EventWatchStopped:
+		o.follow(el, -1)
+	}
+}
+
+// follow counts an Acquire or a Watch on el starting (+1) or returning (-1).
+// A process that no longer follows the election forgets its leader, who may
+// be long gone.
+func (o *Observer) follow(el string, delta int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := max(o.following[el]+delta, 0)
+	o.following[el] = n
+	if n == 0 {
+		delete(o.following, el)
+		o.setLeaderLocked(el, "")
 	}
 }
 
@@ -167,6 +204,10 @@ func (o *Observer) tenure(el string, e leaderelection.Event) {
 func (o *Observer) setLeader(el, id string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.setLeaderLocked(el, id)
+}
+
+func (o *Observer) setLeaderLocked(el, id string) {
 	if prev, ok := o.leaders[el]; ok && prev != id {
 		o.leaderInfo.DeleteLabelValues(el, prev)
 	}

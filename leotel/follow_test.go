@@ -1,0 +1,61 @@
+package leotel_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/memory"
+	"github.com/racedecider/leaderelection/racedecidertest"
+)
+
+// TestLeaderWhileFollowed: a watcher's leaderelection.leader{leader_id}
+// gauge is no longer reported once Watch has returned: the leader it names
+// may be long gone.
+func TestLeaderWhileFollowed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := racedecidertest.NewMonitor(t)
+		p := newProcess(t, "watcher")
+		wctx, stopWatch := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		w := leaderelection.WatchConfig{Decider: mem, MaxClockSkew: skew, Observer: p.obs}
+		go func() { done <- w.Watch(wctx, func(context.Context, leaderelection.Change) {}) }()
+		a := racedecidertest.StartCandidate(t.Context(), leaderelection.Config{
+			Decider: mem, LeaderID: "a", TermLength: term, MaxClockSkew: skew, OnElected: m.OnElected("a")})
+		m.Next(time.Hour)
+		time.Sleep(term)
+		synctest.Wait()
+		p.want(t, "leaderelection.leader", eq(1), "1 while watching", "leader_id", "a")
+		stopWatch()
+		<-done
+		a.Stop(t)
+		time.Sleep(time.Minute)
+		if v, found := p.value(t, "leaderelection.leader", "leader_id", "a"); found {
+			t.Errorf("a minute after Watch returned (and a released): leader{leader_id=a} = %v, want no data point", v)
+		}
+	})
+}
+
+// TestStandbyIsLeaderPoint: a candidate that has not led reports is_leader
+// 0, so that a sum over an election's candidates has input when its
+// leader's process is gone.
+func TestStandbyIsLeaderPoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := racedecidertest.NewMonitor(t)
+		a := racedecidertest.StartCandidate(t.Context(), leaderelection.Config{
+			Decider: mem, LeaderID: "a", TermLength: term, MaxClockSkew: skew, OnElected: m.OnElected("a")})
+		m.Next(time.Hour)
+		p := newProcess(t, "b")
+		b := racedecidertest.StartCandidate(t.Context(), leaderelection.Config{
+			Decider: mem, LeaderID: "b", TermLength: term, MaxClockSkew: skew, OnElected: m.OnElected("b"), Observer: p.obs})
+		time.Sleep(2 * term)
+		synctest.Wait()
+		p.want(t, "leaderelection.is_leader", eq(0), "a data point at 0 for a campaigning standby")
+		b.Stop(t)
+		a.Stop(t)
+	})
+}

@@ -1,0 +1,116 @@
+package leprom_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/leprom"
+	"github.com/racedecider/leaderelection/memory"
+	"github.com/racedecider/leaderelection/racedecidertest"
+)
+
+// TestLeaderInfoWhileFollowed: leader_info names the leader while an Acquire
+// or a Watch of this process follows the election, and not once the last of
+// them has returned: the leader it names may be long gone.
+func TestLeaderInfoWhileFollowed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := racedecidertest.NewMonitor(t)
+		reg := prometheus.NewPedanticRegistry()
+		obs, err := leprom.New(reg, leprom.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		watch := func() (stop func()) {
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			w := leaderelection.WatchConfig{Decider: mem, MaxClockSkew: skew, Observer: obs}
+			go func() { done <- w.Watch(ctx, func(context.Context, leaderelection.Change) {}) }()
+			return func() {
+				cancel()
+				if err := <-done; !errors.Is(err, context.Canceled) {
+					t.Errorf("Watch: %v", err)
+				}
+			}
+		}
+		stop1, stop2 := watch(), watch()
+		a := racedecidertest.StartCandidate(t.Context(), leaderelection.Config{
+			Decider: mem, LeaderID: "a", TermLength: term, MaxClockSkew: skew, OnElected: m.OnElected("a")})
+		m.Next(time.Hour)
+		time.Sleep(term)
+		synctest.Wait()
+		if ids := leaders(t, reg); len(ids) != 1 || ids[0] != "a" {
+			t.Fatalf("two watches: leader_info for %v, want a", ids)
+		}
+		stop1()
+		time.Sleep(term)
+		synctest.Wait()
+		if ids := leaders(t, reg); len(ids) != 1 || ids[0] != "a" {
+			t.Errorf("one watch still running: leader_info for %v, want a", ids)
+		}
+		stop2()
+		a.Stop(t) // a releases, and no watch sees it
+		time.Sleep(time.Minute)
+		if ids := leaders(t, reg); len(ids) != 0 {
+			t.Errorf("a minute after the last Watch returned: leader_info for %v, want none", ids)
+		}
+	})
+}
+
+// TestStandbyIsLeaderSeries: a candidate that has not led has an is_leader
+// series at 0, so that sum(leaderelection_is_leader) over an election's
+// candidates has input when its leader's process is gone.
+func TestStandbyIsLeaderSeries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := racedecidertest.NewMonitor(t)
+		a := racedecidertest.StartCandidate(t.Context(), leaderelection.Config{
+			Decider: mem, LeaderID: "a", TermLength: term, MaxClockSkew: skew, OnElected: m.OnElected("a")})
+		m.Next(time.Hour)
+		reg := prometheus.NewPedanticRegistry()
+		obs, err := leprom.New(reg, leprom.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := racedecidertest.StartCandidate(t.Context(), leaderelection.Config{
+			Decider: mem, LeaderID: "b", TermLength: term, MaxClockSkew: skew, OnElected: m.OnElected("b"), Observer: obs})
+		time.Sleep(2 * term)
+		synctest.Wait()
+		if v, found := scrape(t, reg, "is_leader"); !found || v != 0 {
+			t.Errorf("standby b: is_leader = %v (found %v), want a series at 0", v, found)
+		}
+		b.Stop(t)
+		a.Stop(t)
+	})
+}
+
+// TestNewFailsCleanly: New checks its buckets, which client_golang would
+// check only on the first request observed, by panicking on the engine's
+// goroutine; and a New that fails leaves nothing registered, so that it can
+// be called again once the clash is gone.
+func TestNewFailsCleanly(t *testing.T) {
+	for _, b := range [][]float64{{1, 0.5}, {1, 1}} {
+		if _, err := leprom.New(prometheus.NewRegistry(), leprom.Options{Buckets: b}); err == nil || !strings.Contains(err.Error(), "Options.Buckets") {
+			t.Errorf("Buckets %v: %v, want an error naming Options.Buckets", b, err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	// The same metric as New's last, registered first.
+	clash := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leaderelection_clock_warnings_total",
+		Help: "Times the clock offset bound went past MaxClockSkew/4."}, []string{"election"})
+	reg.MustRegister(clash)
+	if _, err := leprom.New(reg, leprom.Options{}); err == nil {
+		t.Fatal("New succeeded over a metric of the same name")
+	}
+	reg.Unregister(clash)
+	if _, err := leprom.New(reg, leprom.Options{}); err != nil {
+		t.Errorf("New after the clash was removed: %v", err)
+	}
+}
