@@ -11,6 +11,7 @@ import (
 
 func init() {
 	hooks.TimeViewEnded = func(tv any) bool { return tv.(*TimeView).v.Load().ended }
+	hooks.EndTimeView = func(tv any) { tv.(*TimeView).end() }
 }
 
 // TimeView is an atomically updated view of when the current leadership term

@@ -19,6 +19,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/hooks"
 )
 
 // The ErrorInfo detail of a call rejected by a Guard carries this Reason and
@@ -127,7 +128,10 @@ func (t *tenure) close() <-chan struct{} {
 // engine writes a release (which lets a successor take over at once) only
 // after OnElected returns and only while the term is still held, so that no
 // admitted call runs on when another leader is elected. A handler's context
-// ends with the leadership, which is the signal to return promptly.
+// ends with the leadership, which is the signal to return promptly. When
+// OnElected returns while the term is held, the engine goes on extending it
+// while the calls drain, but the drain ends with the term as it stood then:
+// calls still running end the term unreleased, and it is left to expire.
 func (g *Guard) Attach(cfg leaderelection.Config) leaderelection.Config {
 	self := cfg.LeaderID
 	g.self.Store(&self)
@@ -149,9 +153,14 @@ func (g *Guard) Attach(cfg leaderelection.Config) leaderelection.Config {
 		onElected(ctx, tv)
 		g.tenure.CompareAndSwap(t, nil)
 		cancel()
-		// Drain: wait for the admitted calls, but not past the term. The
-		// term may still be extended meanwhile (OnElected returned while
-		// the leadership lasted), so its end is read again on each wake.
+		// Drain: wait for the admitted calls, but not past the term as
+		// it stood when OnElected returned. The engine extends the term
+		// while this runs (OnElected returned while the leadership
+		// lasted), so that a call that ignores its context would
+		// otherwise hold the leadership for ever, serving nothing. Past
+		// that, the term is ended here: the engine neither extends nor
+		// releases it, and leaves it to expire, as at a shutdown.
+		bound := clock.Now().Add(tv.Remaining())
 		idle := t.close()
 		drained, stop := context.WithCancel(context.Background())
 		defer stop()
@@ -163,7 +172,12 @@ func (g *Guard) Attach(cfg leaderelection.Config) leaderelection.Config {
 			}
 		}()
 		for drained.Err() == nil && tv.ValueInFuture() {
-			clock.SleepFor(drained, tv.Remaining())
+			left := min(tv.Remaining(), clock.Until(bound))
+			if left <= 0 {
+				hooks.EndTimeView(tv)
+				break
+			}
+			clock.SleepFor(drained, left)
 		}
 	}
 	leaderChanged := cfg.LeaderChanged

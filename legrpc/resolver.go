@@ -78,6 +78,9 @@ func (b *Builder) Scheme() string { return Scheme }
 // longer), until the store answers. Build fails only for an invalid
 // WatchConfig or a name the lookup does not know.
 func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts resolver.BuildOptions) (resolver.Resolver, error) {
+	if b == nil || b.lookup == nil {
+		return nil, errors.New("legrpc: a Builder must come from NewBuilder or NewBuilderFunc with a lookup")
+	}
 	name := target.Endpoint()
 	cfg, err := b.lookup(name)
 	if err != nil {
@@ -114,7 +117,6 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts res
 		poke:          make(chan struct{}, 1),
 		configs:       map[string]*serviceconfig.ParseResult{},
 	}
-	_, r.pushes = cfg.Decider.(leaderelection.ChangeNotifier)
 	userOnError := cfg.OnError
 	cfg.OnError = func(ctx context.Context, err error) {
 		r.readFailed(err)
@@ -145,7 +147,6 @@ type electionResolver struct {
 	decider  leaderelection.RaceDecider
 	store    string // names decider in errors
 	poll     time.Duration
-	pushes   bool // decider pushes changes: the watcher hears of them at once
 	noConfig bool // the client disabled service configs from resolvers
 
 	// readTimeout bounds one read made for ResolveNow; resolveSpacer is the
@@ -190,15 +191,12 @@ type electionResolver struct {
 }
 
 // ResolveNow implements resolver.Resolver. gRPC calls it when a connection
-// to the leader fails, which is when a change of leader is likeliest. With a
-// Decider that pushes changes the watcher already knows everything there is
-// to know; otherwise it asks for a read of the record now, rather than at the
-// watcher's next poll. Reads made for ResolveNow are spaced at least a
-// quarter of the WatchConfig's PollInterval apart, however often gRPC asks.
+// to the leader fails, which is when a change of leader is likeliest. It asks
+// for a read of the record now, rather than at the watcher's next poll (on a
+// Decider that pushes changes too: a push channel that went silent without
+// failing is found only later). Reads made for ResolveNow are spaced at least
+// a quarter of the WatchConfig's PollInterval apart, however often gRPC asks.
 func (r *electionResolver) ResolveNow(resolver.ResolveNowOptions) {
-	if r.pushes {
-		return
-	}
 	select {
 	case r.poke <- struct{}{}:
 	default: // a read is already due
@@ -221,8 +219,7 @@ func (r *electionResolver) Close() {
 // refresh reads the record at start, until a read succeeds (the watcher
 // reports nothing until somebody is elected, but a client must learn that
 // nobody is, rather than keep the error of a failed first read), then, for a
-// store that is polled, once per ResolveNow request, no more often than
-// resolveSpacer.
+// once per ResolveNow request, no more often than resolveSpacer.
 func (r *electionResolver) refresh(ctx context.Context, b backoff) {
 	// The watcher retries and reports its own failures; these only matter
 	// while the client knows nothing yet.
@@ -230,9 +227,6 @@ func (r *electionResolver) refresh(ctx context.Context, b backoff) {
 		return
 	}
 	for {
-		if r.pushes {
-			return // ResolveNow has nothing to do: see there
-		}
 		if !r.clock.SleepFor(ctx, r.resolveSpacer) {
 			return
 		}
@@ -455,19 +449,33 @@ func (r *electionResolver) takeLocked(rec *entry.RaceEntry, expired bool) {
 		if r.closed || r.rec != held {
 			return
 		}
-		if !r.expired {
-			r.expired = true
-			r.updateLocked()
-		}
+		// Read before ending the term: a leader that extended on time,
+		// in a poll gap the watcher has yet to read (a PollInterval over
+		// TermLength/2, an extension retried late), is followed without
+		// dropping the clients' connections to it. Routing outlives the
+		// term by this one read at most.
 		r.wg.Go(func() {
-			rctx, cancel := r.clock.ContextWithTimeout(r.ctx, r.readTimeout)
-			defer cancel()
-			if rec, err := r.decider.ReadCurrent(rctx); err == nil {
-				r.offer(rec)
+			rctx, cancel := r.clock.ContextWithTimeout(r.ctx, min(r.readTimeout, enderRead))
+			rec, err := r.decider.ReadCurrent(rctx)
+			cancel()
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			switch {
+			case r.closed || r.rec != held:
+				// Closed, or the watcher brought something newer.
+			case err == nil && rec != nil && rec.NewerThan(held):
+				r.offerLocked(rec, false)
+			case !r.expired:
+				r.expired = true
+				r.updateLocked()
 			}
 		})
 	})
 }
+
+// enderRead bounds the read made at a term's expiry, for which routing
+// outlives the term.
+const enderRead = time.Second
 
 // readFailed reports a failed read to gRPC while the client has nothing
 // better, so that calls that do not wait for ready fail with the cause

@@ -6,3 +6,9 @@ package hooks
 // reads it because it must judge a TimeView without reading the engine's
 // clock (its reads take part in fault injection).
 var TimeViewEnded func(tv any) bool
+
+// EndTimeView ends the term of tv, a *leaderelection.TimeView, for good, as
+// the engine does: the engine then neither extends it nor releases it, and
+// leaves it to expire. The leaderelection package sets it; package legrpc's
+// Guard calls it when admitted calls outlast the term they were admitted in.
+var EndTimeView func(tv any)

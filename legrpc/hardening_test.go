@@ -1,0 +1,264 @@
+package legrpc_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/resolver"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/legrpc"
+	"github.com/racedecider/leaderelection/memory"
+)
+
+// A leader that extends on schedule (every half term, each write moving the
+// expiry a whole term ahead) is never reported gone. On a polled store whose
+// PollInterval is up to a term long (a legal, cost-saving setting), the
+// watcher learns of each extension by its read at the known expiry, at the
+// instant the resolver's own timer ends the term: that timer reads before it
+// ends anything. (It used to hand gRPC no address and ErrNoLeader first,
+// dropping every client's connection.)
+func TestResolverNoFlapOnTimelyExtensions(t *testing.T) {
+	for _, poll := range []time.Duration{3 * time.Second, 5 * time.Second, 6 * time.Second, 10 * time.Second} {
+		t.Run(poll.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const term = 10 * time.Second
+				p := &polling{d: memory.NewDecider()}
+				put(t, p, "a", true, time.Now().Add(term), nil)
+				ctx, stop := context.WithCancel(t.Context())
+				defer stop()
+				go func() { // the leader: extends every half term
+					for {
+						select {
+						case <-ctx.Done():
+							return
+						case <-time.After(term / 2):
+						}
+						put(t, p, "a", false, time.Now().Add(term), nil)
+					}
+				}()
+				rec, r := build(t, leaderelection.WatchConfig{Decider: p, MaxClockSkew: time.Second, PollInterval: poll})
+				defer r.Close()
+				time.Sleep(20 * term)
+				stop()
+				synctest.Wait()
+				rec.mu.Lock()
+				defer rec.mu.Unlock()
+				empty := 0
+				for _, s := range rec.states {
+					if len(s.Addresses) == 0 {
+						empty++
+					}
+				}
+				noLeader := 0
+				for _, err := range rec.errs {
+					if errors.Is(err, legrpc.ErrNoLeader) {
+						noLeader++
+					}
+				}
+				if empty > 0 || noLeader > 0 {
+					t.Errorf("a leader that extended on time every half term: gRPC got %d states with no address and %d ErrNoLeader errors over 20 terms (%d states in all); first error: %v",
+						empty, noLeader, len(rec.states), first(rec.errs))
+				}
+			})
+		})
+	}
+}
+
+func first(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs[0]
+}
+
+// nilReader answers ReadCurrent with neither a record nor an error once
+// broken is set: a Decider that breaks its contract, which the watcher and
+// the resolver's first read turn into an error.
+type nilReader struct {
+	polling
+	broken atomic.Bool
+}
+
+func (n *nilReader) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	if n.broken.Load() {
+		return nil, nil
+	}
+	return n.polling.ReadCurrent(ctx)
+}
+
+// The read the resolver makes at a term's expiry survives a Decider that
+// answers with neither a record nor an error. (It panicked.)
+func TestResolverEnderNilRecordNoPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &nilReader{polling: polling{d: memory.NewDecider()}}
+		put(t, store.d, "a", true, time.Now().Add(3*time.Second), nil)
+		_, r := build(t, leaderelection.WatchConfig{Decider: store, MaxClockSkew: time.Second, PollInterval: time.Minute})
+		defer r.Close()
+		synctest.Wait()
+		store.broken.Store(true)
+		time.Sleep(4 * time.Second) // the ender fires at the expiry and reads
+		synctest.Wait()
+	})
+}
+
+// silentPush is a store whose push channel went silent without failing (a
+// dropped subscription the store never reports): every wait runs to its
+// deadline and vouches that nothing changed.
+type silentPush struct{ polling }
+
+func (s *silentPush) WaitForChange(ctx context.Context, _ entry.LeaderToken) (*entry.RaceEntry, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// On a store that pushes, ResolveNow reads too: when the watcher's channel
+// has gone silent, a failed connection to the former leader is followed
+// within PollInterval/4, as on a polled store, rather than at the watcher's
+// next scheduled read (8 x PollInterval, or the old term's expiry).
+func TestResolveNowWithSilentPushChannel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const poll = time.Second
+		store := &silentPush{polling: polling{d: memory.NewDecider()}}
+		put(t, store, "a", true, time.Now().Add(15*time.Second), nil)
+		rec, r := build(t, leaderelection.WatchConfig{Decider: store, MaxClockSkew: time.Second, PollInterval: poll})
+		defer r.Close()
+		synctest.Wait()
+		if got := rec.addrs(); len(got) != 1 || got[0] != "a:443" {
+			t.Fatalf("resolved %q, want a:443", got)
+		}
+		time.Sleep(time.Second)
+		// a releases and b is elected: the channel brings neither.
+		put(t, store, "a", false, time.Now(), func(e *entry.RaceEntry) { e.Released = true })
+		put(t, store, "b", true, time.Now().Add(15*time.Second), nil)
+		// The connection to a fails: gRPC asks to resolve again, with its
+		// own backoff, several times.
+		for range 3 {
+			r.ResolveNow(resolver.ResolveNowOptions{})
+			time.Sleep(poll)
+		}
+		synctest.Wait()
+		if got := rec.addrs(); len(got) != 1 || got[0] != "b:443" {
+			t.Errorf("3 PollIntervals after b's election and 3 ResolveNow calls: resolved %q, want b:443", got)
+		}
+	})
+}
+
+// Build on a zero Builder or on NewBuilderFunc(nil) fails with an error. (It
+// panicked inside gRPC's resolver serializer, taking the process down.)
+func TestBuildZeroBuilderNoPanic(t *testing.T) {
+	for name, b := range map[string]*legrpc.Builder{
+		"zero Builder":        {},
+		"NewBuilderFunc(nil)": legrpc.NewBuilderFunc(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("Build panicked: %v", p)
+				}
+			}()
+			target := resolver.Target{}
+			target.URL.Scheme, target.URL.Path = legrpc.Scheme, "/e"
+			r, err := b.Build(target, &recorder{}, resolver.BuildOptions{})
+			if err == nil {
+				r.Close()
+				t.Error("Build succeeded without a lookup")
+			}
+		})
+	}
+}
+
+// An OnElected that returns while the term is held steps down. The Guard
+// drains the calls it admitted while the engine goes on extending the term;
+// one handler that does not heed its context must not keep this process the
+// leader for ever, rejecting every call while the resolver routes every
+// client to it: the drain ends with the term as it stood at the step-down,
+// and another candidate is elected.
+func TestGuardEarlyReturnDrainIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const term = 10 * time.Second
+		store := memory.NewDecider()
+		g := new(legrpc.Guard)
+		stepDown := make(chan struct{})
+		cfgA := g.Attach(leaderelection.Config{Decider: store, LeaderID: "a", TermLength: term, MaxClockSkew: time.Second,
+			OnElected: func(ctx context.Context, _ *leaderelection.TimeView) {
+				select {
+				case <-ctx.Done():
+				case <-stepDown: // e.g. it lost its database
+				}
+			}})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go func() { _ = cfgA.Acquire(ctx) }()
+		synctest.Wait()
+		if _, ok := g.Leading(); !ok {
+			t.Fatal("a does not lead")
+		}
+
+		stuck := make(chan struct{})
+		defer close(stuck)
+		go func() {
+			_, _ = g.UnaryServerInterceptor()(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: "/svc/Work"},
+				func(context.Context, any) (any, error) {
+					<-stuck // a call blocked on something that ignores its context
+					return nil, nil
+				})
+		}()
+		synctest.Wait()
+
+		bElected := make(chan struct{}, 1)
+		cfgB := leaderelection.Config{Decider: store, LeaderID: "b", TermLength: term, MaxClockSkew: time.Second,
+			OnElected: func(ctx context.Context, _ *leaderelection.TimeView) {
+				select {
+				case bElected <- struct{}{}:
+				default:
+				}
+				<-ctx.Done()
+			}}
+		go func() { _ = cfgB.Acquire(ctx) }()
+
+		close(stepDown) // a steps down
+		time.Sleep(10 * term)
+		synctest.Wait()
+		select {
+		case <-bElected:
+		default:
+			rec, _ := store.ReadCurrent(t.Context())
+			t.Errorf("10 terms after a stepped down, b was never elected: the record says %s leads (term %d, expiry in %v, released %v); a's Guard rejects every call",
+				rec.LeaderID, rec.Term, time.Until(rec.TermExpiry), rec.Released)
+		}
+		cancel()
+	})
+}
+
+// The same with the default PollInterval: one extension that lands late
+// (its first attempt failed and the retry landed 300 ms before the expiry,
+// well within the term) does not drop the clients' connection to the
+// leader.
+func TestResolverNoFlapOnLateExtension(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const term = 10 * time.Second
+		p := &polling{d: memory.NewDecider()}
+		expiry := time.Now().Add(term)
+		put(t, p, "a", true, expiry, nil)
+		rec, r := build(t, leaderelection.WatchConfig{Decider: p, MaxClockSkew: time.Second})
+		defer r.Close()
+		time.Sleep(time.Until(expiry) - 300*time.Millisecond)
+		put(t, p, "a", false, time.Now().Add(term), nil) // the late extension
+		time.Sleep(time.Second)
+		synctest.Wait()
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for i, s := range rec.states {
+			if len(s.Addresses) == 0 {
+				t.Errorf("state %d of %d handed gRPC no address (errors: %v)", i+1, len(rec.states), rec.errs)
+			}
+		}
+	})
+}
