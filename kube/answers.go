@@ -99,6 +99,16 @@ func classify(err error, req request) (class, string) {
 	return unknown, ""
 }
 
+// statusCode returns the HTTP status of the API server's answer in err, if
+// err holds one (see classify).
+func statusCode(err error) (int, bool) {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		return 0, false
+	}
+	return int(se.Status().Code), true
+}
+
 // fail wraps err from the request req, for the Lease d names, into the
 // error the RaceDecider contract asks for. It is the one place that turns
 // classes into the shared sentinels.
@@ -108,6 +118,18 @@ func (d *Decider) fail(ctx context.Context, what string, req request, err error)
 		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
 	}
 	c, reason := classify(err, req)
+	if code, answered := statusCode(err); answered {
+		// Credentials that expired are refreshed after a 401 (client-go's
+		// exec plugins, a rotated token file): one 401 is retried; two in
+		// a row, with no other answer between them, are a refusal.
+		first401 := code == http.StatusUnauthorized && !d.unauthorized.Swap(true)
+		if code != http.StatusUnauthorized {
+			d.unauthorized.Store(false)
+		}
+		if first401 {
+			c, reason = unknown, "401 Unauthorized (retried once, as credentials are refreshed after one)"
+		}
+	}
 	switch c {
 	case raceLost:
 		return fmt.Errorf("kube: %s %s: %s: %w", what, d.name, reason, errRaceLost)
@@ -116,10 +138,13 @@ func (d *Decider) fail(ctx context.Context, what string, req request, err error)
 	case refused:
 		return fmt.Errorf("kube: %s %s: %s: %w: %w", what, d.name, reason, errRefused, err)
 	}
+	if reason != "" {
+		reason += ": "
+	}
 	if req == reqCreate || req == reqUpdate {
 		// Sent once (see leasesOf), it may have been applied: the
 		// engine reads back to find out.
-		return fmt.Errorf("kube: %s %s: outcome unknown: %w", what, d.name, err)
+		return fmt.Errorf("kube: %s %s: outcome unknown: %s%w", what, d.name, reason, err)
 	}
-	return fmt.Errorf("kube: %s %s: %w", what, d.name, err)
+	return fmt.Errorf("kube: %s %s: %s%w", what, d.name, reason, err)
 }

@@ -128,4 +128,24 @@ func TestClassifyServerStatuses(t *testing.T) {
 	if err := d.fail(ctx, "update", reqUpdate, apierrors.NewConflict(leases, "x", errors.New("modified"))); !errors.Is(err, entry.ErrRaceLost) {
 		t.Errorf("409: %v does not wrap entry.ErrRaceLost", err)
 	}
+	// One 401 is retried (credentials are refreshed after one); a second
+	// in a row is a refusal; any other answer starts the count again, but
+	// no answer at all does not.
+	unauthorized := apierrors.NewUnauthorized("Unauthorized")
+	for i, c := range []struct {
+		err     error
+		refused bool
+	}{
+		{unauthorized, false},
+		{unauthorized, true},
+		{unauthorized, true},
+		{apierrors.NewConflict(leases, "x", errors.New("modified")), false},
+		{unauthorized, false},
+		{context.DeadlineExceeded, false},
+		{unauthorized, true},
+	} {
+		if err := d.fail(ctx, "read", reqGet, c.err); errors.Is(err, entry.ErrRefused) != c.refused {
+			t.Errorf("answer %d (%v): %v; refused %v, want %v", i, c.err, err, !c.refused, c.refused)
+		}
+	}
 }

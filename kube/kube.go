@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -34,6 +35,9 @@ type Decider struct {
 	name      string // "k8s://NAMESPACE/NAME", for errors and String
 	backoff   backoffConfig
 	timing    watchTiming
+
+	// unauthorized: the API server's last answer was a 401 (see fail).
+	unauthorized atomic.Bool
 
 	mu     sync.Mutex
 	last   *coordinationv1.Lease // the Lease most recently read or written
@@ -112,6 +116,7 @@ func (d *Decider) Close() error {
 // conditioned on its resourceVersion can start from it (keeping its labels,
 // other annotations and spec fields) without reading it again.
 func (d *Decider) remember(l *coordinationv1.Lease) {
+	d.unauthorized.Store(false)
 	d.mu.Lock()
 	d.last = l
 	d.mu.Unlock()
@@ -141,6 +146,7 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 // When the dry run is forbidden (an observer allowed only to read), the
 // Lease counts as missing: there is no way to tell.
 func (d *Decider) readMissing(ctx context.Context) (*entry.RaceEntry, error) {
+	d.unauthorized.Store(false) // the 404 was an answer to our credentials
 	probe := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: d.lease, Namespace: d.namespace}}
 	_, err := d.leases.Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {

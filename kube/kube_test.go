@@ -3,7 +3,9 @@ package kube_test
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,13 +102,42 @@ func TestForbidden(t *testing.T) {
 	}
 }
 
-// TestUnauthenticated uses a token the server does not know: 401, refused.
+// TestUnauthenticated uses a token the server does not know: a 401, retried
+// once, as credentials that expired are refreshed after one (client-go's
+// exec plugins, a rotated token file); a second 401 in a row is a refusal.
+// A token that works again after one 401 is followed without a refusal.
 func TestUnauthenticated(t *testing.T) {
 	cfg := rest.CopyConfig(adminConfig(t))
 	cfg.BearerToken = "not-a-valid-token"
 	d := newDecider(t, cfg, freshLease())
+	if _, err := d.ReadCurrent(t.Context()); err == nil || errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "401") {
+		t.Errorf("ReadCurrent with an unknown token: %v; want a 401 retried, not a refusal", err)
+	}
 	if _, err := d.ReadCurrent(t.Context()); !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "401") {
-		t.Errorf("ReadCurrent with an unknown token: %v; want entry.ErrRefused (401)", err)
+		t.Errorf("ReadCurrent with an unknown token, again: %v; want entry.ErrRefused (401)", err)
+	}
+
+	// Credentials that expire, then are refreshed after the 401.
+	cfg = rest.CopyConfig(adminConfig(t))
+	var expired atomic.Bool
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if expired.Swap(false) {
+				r = r.Clone(r.Context())
+				r.Header.Set("Authorization", "Bearer expired-token")
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	d = newDecider(t, cfg, freshLease())
+	for i := range 3 {
+		if _, err := d.ReadCurrent(t.Context()); err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		expired.Store(true)
+		if _, err := d.ReadCurrent(t.Context()); err == nil || errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "401") {
+			t.Fatalf("read %d with expired credentials: %v; want a 401 retried, not a refusal", i, err)
+		}
 	}
 }
 
