@@ -129,6 +129,9 @@ func (d *cloudDecider) finish(ctx context.Context, c *callState, err error) erro
 		// answer it cannot read for a lost race.
 		err = fmt.Errorf("%s: %s: %w: %w", d.kind, c.what, entry.ErrRaceLost, err)
 	}
+	if errors.Is(err, entry.ErrRefused) {
+		d.p.markRefused()
+	}
 	c.mu.Lock()
 	c.result, c.done = err, true
 	c.mu.Unlock()

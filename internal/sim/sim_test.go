@@ -388,3 +388,15 @@ func TestWatchersReadTogetherAtTermEnd(t *testing.T) {
 		t.Errorf("%s", res.Report(3, 40))
 	}
 }
+
+// TestRefusalGivenUp: in seed 8401942 a candidate on a GCS backend was
+// refused during a slow-store phase, but each refusal came after its read
+// had timed out (or, as a download's 404, needed the bucket check that then
+// timed out): the engine never saw one, and rightly retried. The check
+// counted the refusal as delivered when the store made it; it now counts it
+// when it reaches the engine.
+func TestRefusalGivenUp(t *testing.T) {
+	if res := Run(t, 8401942, Options{}); res.Failed() {
+		t.Errorf("%s", res.Report(3, 40))
+	}
+}

@@ -425,7 +425,14 @@ func (a *access) refused(ctx context.Context, op string) error {
 		return nil
 	}
 	sleepCtx(ctx, 2*a.leg())
-	p.markRefused()
+	if !a.cloud {
+		// Delivered as it is. A cloud backend's answer is delivered
+		// only if it reaches the engine as a refusal (see
+		// cloudDecider.finish): its client may give up first, and a
+		// refused download is a 404 that only the bucket check after it
+		// turns into one.
+		p.markRefused()
+	}
 	a.st.s.event(p.id, "its %s is REFUSED (403: permission denied)", op)
 	return fmt.Errorf("sim: %s: 403 permission denied: %w", op, entry.ErrRefused)
 }
