@@ -21,9 +21,9 @@ import (
 // returned, so that another candidate takes over at once.
 //
 // OnElected returning on its own also ends the tenure: the candidate releases
-// the term and campaigns again, but only after a pause of at least a
-// TermLength, doubling with each tenure in a row that ends that way (up to 8
-// x TermLength), so that an OnElected that returns at once costs no more
+// the term and campaigns again, but only after a pause of one to two
+// TermLengths, doubling with each tenure in a row that ends that way (to 8 to
+// 16 TermLengths), so that an OnElected that returns at once costs no more
 // writes than a leader that keeps its term.
 //
 // Acquire returns early with an error for an invalid Config; for a stored

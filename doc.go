@@ -53,7 +53,7 @@
 //     unknown outcome (anything else). Every retry backs off, capped and
 //     jittered.
 //   - OnElected returning ends the tenure; the candidate pauses at least a
-//     TermLength (doubling to 8 x) before campaigning again, so an OnElected
+//     TermLength (doubling, to 8 to 16 x) before campaigning again, so an OnElected
 //     that returns at once costs no more writes than a held term.
 //   - Deletion of the record: a candidate that saw it treats it as held for
 //     TermLength + MaxClockSkew after noticing, and numbers its tenure above

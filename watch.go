@@ -67,8 +67,8 @@ const (
 	TermExpired
 	// RecordDeleted: the record disappeared (an operator or a lifecycle
 	// rule deleted it). Entry is the last record seen before. Candidates
-	// that saw it treat its term as held for a whole TermLength after they
-	// notice; the next tenure's Term is higher than any before.
+	// that saw it treat its term as held for TermLength + MaxClockSkew
+	// after they notice; the next tenure's Term is higher than any before.
 	RecordDeleted
 )
 

@@ -62,8 +62,8 @@ func (t LeaderToken) IsZero() bool { return t.Version == "" }
 // precision on a write and on a read.
 func (t LeaderToken) SameVersion(o LeaderToken) bool { return t.Version == o.Version }
 
-// RaceEntry is the election record. See DESIGN.md in the repository for the
-// protocol that reads and writes it.
+// RaceEntry is the election record. The leaderelection package's
+// documentation describes the protocol that reads and writes it.
 type RaceEntry struct {
 	// ElectionNumber goes up by one on every successful write (acquisition,
 	// extension, release). NoElections means no record exists.
