@@ -730,3 +730,44 @@ func TestEchoingPushChannelDoesNotLoop(t *testing.T) {
 		stopA()
 	})
 }
+
+// hangsOnce makes its hang-th write hang until its context ends, as a
+// request on a connection dropped without a reset does.
+type hangsOnce struct {
+	leaderelection.RaceDecider
+	writes atomic.Int32
+	hang   int32
+}
+
+func (h *hangsOnce) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	if h.writes.Add(1) == h.hang {
+		<-ctx.Done()
+		return entry.LeaderToken{}, ctx.Err()
+	}
+	return h.RaceDecider.WriteEntry(ctx, e)
+}
+
+// An extension that hangs is given up after half the time left, read back
+// and tried again: the leader keeps its term. (It used to wait for an answer
+// until the term ran out.)
+func TestHangingExtensionIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &hangsOnce{RaceDecider: memory.NewDecider(), hang: 2} // the first extension
+		rec := &recorder{}
+		cfg := baseConfig(d, "a", newMonitor(t), nil)
+		cfg.Observer = rec
+		stop := runCandidate(t, cfg)
+		time.Sleep(3 * term)
+		synctest.Wait()
+		if n := d.writes.Load(); n < 4 {
+			t.Fatalf("%d writes in 3 terms, want the hanging one and the extensions after it", n)
+		}
+		if o := rec.of(leaderelection.EventOusted); len(o) != 0 {
+			t.Errorf("the leader lost its term to one hanging extension: %+v", o[0])
+		}
+		if e := rec.of(leaderelection.EventElected); len(e) != 1 {
+			t.Errorf("%d tenures, want one", len(e))
+		}
+		stop()
+	})
+}

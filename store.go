@@ -142,7 +142,16 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 	}
 	// Each attempt gets its own id, drawn only for a write that is sent.
 	next.WriteID = cd.rng.writeID()
-	wctx, cancel := cd.Clock.ContextWithDeadline(ctx, deadline)
+	// Once the store's write latency is known, one attempt may take half
+	// the time left, or twice the slowest recent write if that is longer:
+	// a request that hangs (a connection dropped without a reset) then
+	// leaves time to read back and try again, as a failed one does, rather
+	// than use up the term.
+	end := deadline
+	if cd.writes.n > 0 {
+		end = minTime(deadline, t0.Add(max(deadline.Sub(t0)/2, 2*cd.writes.slowest())))
+	}
+	wctx, cancel := cd.Clock.ContextWithDeadline(ctx, end)
 	tok, werr := cd.Decider.WriteEntry(wctx, next)
 	cancel()
 	t1 := cd.Clock.Now()
