@@ -771,3 +771,47 @@ func TestHangingExtensionIsRetried(t *testing.T) {
 		stop()
 	})
 }
+
+// slowAfter is a store whose writes take lat; a write whose context ends
+// first is not applied, as a SQL statement cancelled with its context rolls
+// back.
+type slowAfter struct {
+	leaderelection.RaceDecider
+	lat    atomic.Int64 // time.Duration
+	writes atomic.Int32
+}
+
+func (s *slowAfter) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	s.writes.Add(1)
+	select {
+	case <-time.After(time.Duration(s.lat.Load())):
+	case <-ctx.Done():
+		return entry.LeaderToken{}, ctx.Err()
+	}
+	return s.RaceDecider.WriteEntry(ctx, e)
+}
+
+// Writes that suddenly take 0.4 x TermLength, after fast ones, are not given
+// up for hanging: the leader keeps its term.
+func TestLatencyJumpKeepsTheTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &slowAfter{RaceDecider: memory.NewDecider()}
+		d.lat.Store(int64(10 * time.Millisecond))
+		rec := &recorder{}
+		cfg := baseConfig(d, "a", newMonitor(t), nil)
+		cfg.Observer = rec
+		stop := runCandidate(t, cfg)
+		time.Sleep(2 * term) // elected, a few fast extensions
+		synctest.Wait()
+		d.lat.Store(int64(4 * term / 10))
+		time.Sleep(4 * term)
+		synctest.Wait()
+		if o := rec.of(leaderelection.EventOusted); len(o) != 0 {
+			t.Errorf("the leader lost its term to writes of 0.4 x TermLength: %+v (%d writes sent)", o[0], d.writes.Load())
+		}
+		if e := rec.of(leaderelection.EventElected); len(e) != 1 {
+			t.Errorf("%d tenures, want one", len(e))
+		}
+		stop()
+	})
+}

@@ -142,14 +142,17 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 	}
 	// Each attempt gets its own id, drawn only for a write that is sent.
 	next.WriteID = cd.rng.writeID()
-	// Once the store's write latency is known, one attempt may take half
-	// the time left, or twice the slowest recent write if that is longer:
-	// a request that hangs (a connection dropped without a reset) then
-	// leaves time to read back and try again, as a failed one does, rather
-	// than use up the term.
+	// A request that hangs (a connection dropped without a reset) is given
+	// up early enough to read back and try again, as a failed one is,
+	// rather than use up the term: with time left for a read and a write
+	// twice as slow as the slowest recent ones. Only when that still gives
+	// this attempt twice the slowest recent write: a store that became
+	// slow must not have every attempt cut short.
 	end := deadline
-	if cd.writes.n > 0 {
-		end = minTime(deadline, t0.Add(max(deadline.Sub(t0)/2, 2*cd.writes.slowest())))
+	if slow := cd.writes.slowest(); cd.writes.n > 0 {
+		if cut := deadline.Add(-2*(slow+cd.rtt.slowest()) - cd.TermLength/32); cut.Sub(t0) >= 2*slow {
+			end = cut
+		}
 	}
 	wctx, cancel := cd.Clock.ContextWithDeadline(ctx, end)
 	tok, werr := cd.Decider.WriteEntry(wctx, next)
