@@ -129,7 +129,8 @@ func TestUnauthenticated(t *testing.T) {
 			return rt.RoundTrip(r)
 		})
 	})
-	d = newDecider(t, cfg, freshLease())
+	name := freshLease()
+	d = newDecider(t, cfg, name)
 	for i := range 3 {
 		if _, err := d.ReadCurrent(t.Context()); err != nil {
 			t.Fatalf("read %d: %v", i, err)
@@ -138,6 +139,27 @@ func TestUnauthenticated(t *testing.T) {
 		if _, err := d.ReadCurrent(t.Context()); err == nil || errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "401") {
 			t.Fatalf("read %d with expired credentials: %v; want a 401 retried, not a refusal", i, err)
 		}
+	}
+
+	// A waiting candidate on a push store may read nothing for long: its
+	// watch's answers count too.
+	tok, err := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w0", TermExpiry: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired.Store(true)
+	if _, err := d.ReadCurrent(t.Context()); err == nil || errors.Is(err, entry.ErrRefused) {
+		t.Fatalf("read with expired credentials: %v; want a 401 retried, not a refusal", err)
+	}
+	changed := waitAsync(t, d, tok, "WaitForChange")
+	other := newDecider(t, adminConfig(t), name)
+	if _, err := other.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, LeaderID: "b", WriteID: "w1", TermExpiry: time.Now().Add(time.Minute), Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+	<-changed // the watch listed and watched with refreshed credentials
+	expired.Store(true)
+	if _, err := d.ReadCurrent(t.Context()); err == nil || errors.Is(err, entry.ErrRefused) {
+		t.Errorf("the first 401 after the watch's answers: %v; want it retried, not a refusal", err)
 	}
 }
 

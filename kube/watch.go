@@ -416,6 +416,7 @@ func (w *watcher) list() (string, error) {
 	if err != nil {
 		return "", w.d.fail(ctx, "list", reqWatch, err)
 	}
+	w.d.unauthorized.Store(false)
 	var l *coordinationv1.Lease
 	for i := range ls.Items {
 		if ls.Items[i].Name == w.d.lease {
@@ -467,6 +468,7 @@ func (w *watcher) watchFrom(rv string) (string, time.Duration, error) {
 		return rv, 0, w.d.fail(ctx, "watch", reqWatch, err)
 	}
 	defer wi.Stop()
+	w.d.unauthorized.Store(false)
 	start := time.Now()
 	w.setState(watching, nil)
 	silence := time.NewTimer(t.silence)
