@@ -148,10 +148,11 @@ type OustReason string
 // The reasons a tenure ends.
 const (
 	// OustReleased: OnElected returned while the term was held; the term
-	// is released (the release is written after EventOusted is sent).
+	// is released. (For this reason, OustShutdown and OustClockSkew, the
+	// release is written after EventOusted is sent.)
 	OustReleased OustReason = "released"
-	// OustShutdown: Acquire's context ended; the term was released unless
-	// DisableRelease (or the release failed, leaving it to expire).
+	// OustShutdown: Acquire's context ended; the term is released unless
+	// DisableRelease (or the release fails, leaving it to expire).
 	OustShutdown OustReason = "shutdown"
 	// OustExpired: the term ran out before an extension landed.
 	OustExpired OustReason = "expired"
@@ -160,7 +161,7 @@ const (
 	// OustRefused: the store refused an extension for good (ErrRefused).
 	OustRefused OustReason = "refused"
 	// OustClockSkew: with Config.EnforceMaxClockSkew, this host learnt
-	// that its clock is too far from the store's; the term was released.
+	// that its clock is too far from the store's; the term is released.
 	// An OnElected that returns at the instant this is learnt ends the
 	// tenure first (OustReleased).
 	OustClockSkew OustReason = "clock_skew"

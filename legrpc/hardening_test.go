@@ -262,3 +262,52 @@ func TestResolverNoFlapOnLateExtension(t *testing.T) {
 		}
 	})
 }
+
+// The bounded drain never lets the engine release a term while a call
+// admitted in it still runs: the step-down's term is left to expire. (A
+// later term this process wins may be released: the call it outlived holds
+// an ended TimeView.)
+func TestGuardNoReleaseWhileCallRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const term = 10 * time.Second
+		store := memory.NewDecider()
+		g := new(legrpc.Guard)
+		stepDown := make(chan struct{})
+		cfgA := g.Attach(leaderelection.Config{Decider: store, LeaderID: "a", TermLength: term, MaxClockSkew: time.Second,
+			OnElected: func(ctx context.Context, _ *leaderelection.TimeView) {
+				select {
+				case <-ctx.Done():
+				case <-stepDown:
+				}
+			}})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go func() { _ = cfgA.Acquire(ctx) }()
+		synctest.Wait()
+		stuck := make(chan struct{})
+		go func() {
+			_, _ = g.UnaryServerInterceptor()(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: "/svc/Work"},
+				func(context.Context, any) (any, error) { <-stuck; return nil, nil })
+		}()
+		synctest.Wait()
+		first, err := store.ReadCurrent(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(stepDown)
+		for range 300 { // 3 terms
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+			rec, err := store.ReadCurrent(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Released && rec.Term == first.Term {
+				t.Errorf("term %d was released while a call admitted in it still runs", first.Term)
+				break
+			}
+		}
+		close(stuck)
+		cancel()
+	})
+}

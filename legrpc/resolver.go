@@ -218,8 +218,8 @@ func (r *electionResolver) Close() {
 
 // refresh reads the record at start, until a read succeeds (the watcher
 // reports nothing until somebody is elected, but a client must learn that
-// nobody is, rather than keep the error of a failed first read), then, for a
-// once per ResolveNow request, no more often than resolveSpacer.
+// nobody is, rather than keep the error of a failed first read), then once
+// per ResolveNow request, no more often than resolveSpacer.
 func (r *electionResolver) refresh(ctx context.Context, b backoff) {
 	// The watcher retries and reports its own failures; these only matter
 	// while the client knows nothing yet.
