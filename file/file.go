@@ -44,7 +44,10 @@
 // meanwhile: processes opening the name afterwards would use another
 // record. A record with more than one hard link is refused too: a rename
 // replaces one name only, so the first write would split it in two. To give
-// a record several names, use symbolic links.
+// a record several names, use symbolic links. A record whose name ends in
+// .lock or .tmp is refused by NewDecider: it could be another record's lock
+// or temporary file, and a record renamed over another's lock file would
+// let two of its writers in at once.
 //
 // # Errors
 //
@@ -97,6 +100,12 @@ import (
 	"github.com/racedecider/leaderelection/entry"
 )
 
+// The lock and temporary files beside a record are named after it.
+const (
+	lockExt = ".lock"
+	tmpExt  = ".tmp"
+)
+
 // maxRecordSize bounds the file ReadCurrent will read. A record is well under
 // a kilobyte; a larger file is not one.
 const maxRecordSize = 1 << 20
@@ -141,11 +150,17 @@ func NewDecider(path string) (*Decider, error) {
 			return nil, fmt.Errorf("file: NewDecider(%q): %w", path, err)
 		}
 	}
+	if ext := filepath.Ext(target); ext == lockExt || ext == tmpExt {
+		// It could be another record's lock or temporary file: a record
+		// renamed over a lock file would let two writers in at once.
+		return nil, fmt.Errorf("file: NewDecider(%q): %s: a record's name must not end in %s or %s, which name the lock and temporary files beside a record: %w",
+			path, target, lockExt, tmpExt, entry.ErrRefused)
+	}
 	return &Decider{
 		name:     abs,
 		path:     target,
-		lockPath: target + ".lock",
-		tmpPath:  target + ".tmp",
+		lockPath: target + lockExt,
+		tmpPath:  target + tmpExt,
 		dir:      filepath.Dir(target),
 	}, nil
 }

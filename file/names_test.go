@@ -300,3 +300,24 @@ func TestUnresolvableNamesRefused(t *testing.T) {
 		}
 	}
 }
+
+// A record may not be named like another record's lock or temporary file: a
+// record "leader.lock" would be renamed over the lock file of a record
+// "leader", letting two of its writers in at once; a record "leader.tmp"
+// would be removed by every write to "leader". A symlink so named that
+// leads to a record named otherwise is fine: the lock and temporary files
+// are named after the record it leads to.
+func TestSidecarNamesRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"leader.lock", "leader.tmp"} {
+		p := filepath.Join(dir, n)
+		_, err := file.NewDecider(p)
+		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "must not end in") {
+			t.Errorf("NewDecider(%q) = %v; want a refusal naming the path and saying why", p, err)
+		}
+	}
+	symlink(t, filepath.Join(dir, "leader"), filepath.Join(dir, "alias.lock"))
+	if _, err := file.NewDecider(filepath.Join(dir, "alias.lock")); err != nil {
+		t.Errorf("a link named alias.lock to the record leader: %v", err)
+	}
+}
