@@ -377,57 +377,98 @@ func cancelledContext(t *testing.T, d leaderelection.RaceDecider) {
 
 func changeNotifier(t *testing.T, d leaderelection.RaceDecider) {
 	cn := d.(leaderelection.ChangeNotifier)
-	// Nothing changed: it must block until its context ends.
-	short, cancelShort := context.WithTimeout(t.Context(), 20*time.Millisecond)
-	defer cancelShort()
-	got, err := cn.WaitForChange(short, entry.LeaderToken{})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("WaitForChange on an unchanged empty store = %+v, %v; want it to block until its context ends", got, err)
-	}
+	// Nothing changed: it must vouch for that by blocking until its
+	// context ends.
+	vouches(t, cn, entry.LeaderToken{}, "an unchanged empty store")
 	// Already changed: returns at once with the current record.
 	tok := write(t, d, sampleEntry(0, "w-0"), entry.LeaderToken{})
-	got, err = cn.WaitForChange(t.Context(), entry.LeaderToken{})
-	if err != nil || got.WriteID != "w-0" {
-		t.Fatalf("WaitForChange after a write = %+v, %v; want the new record at once", got, err)
+	first := tok
+	got, err := cn.WaitForChange(t.Context(), entry.LeaderToken{})
+	if err != nil || got.WriteID != "w-0" || !got.Token.SameVersion(tok) {
+		t.Fatalf("WaitForChange after a write = %+v, %v; want the new record, with its token %+v, at once", got, err, tok)
 	}
 
-	type result struct {
-		e   *entry.RaceEntry
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		e, err := cn.WaitForChange(t.Context(), tok)
-		done <- result{e, err}
-	}()
-	tok1 := write(t, d, sampleEntry(1, "w-1"), tok)
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("WaitForChange across a write: nothing came within 30s")
-	}
-	if r.err != nil || r.e.WriteID != "w-1" || !r.e.Token.SameVersion(tok1) {
-		t.Fatalf("WaitForChange across a write = %+v, %v; want the new record with its token %+v", r.e, r.err, tok1)
-	}
-	// Nothing changed since: it must block again, not hand back the
-	// current record.
-	short, cancelShort = context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancelShort()
-	if got, err := cn.WaitForChange(short, tok1); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("WaitForChange on the current token = %+v, %v; want it to block until its context ends", got, err)
+	// Across a new leader's write, an extension (the same leader, a new
+	// election number) and a release: each wakes a waiter, or, if the
+	// waiter came too late to wait, is what it finds at once.
+	var last *entry.RaceEntry
+	for i, change := range []string{"a new leader", "an extension", "a release"} {
+		e := sampleEntry(int64(i+1), fmt.Sprintf("w-%d", i+1))
+		switch change {
+		case "an extension":
+			e.LeaderID, e.Term = last.LeaderID, last.Term
+		case "a release":
+			e.LeaderID, e.Term, e.Released = last.LeaderID, last.Term, true
+		}
+		e.Token = tok
+		type result struct {
+			e   *entry.RaceEntry
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			e, err := cn.WaitForChange(t.Context(), tok)
+			done <- result{e, err}
+		}()
+		next := write(t, d, e, tok)
+		var r result
+		select {
+		case r = <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("WaitForChange across %s: nothing came within 30s", change)
+		}
+		if r.err != nil || r.e.WriteID != e.WriteID || !r.e.Token.SameVersion(next) {
+			t.Fatalf("WaitForChange across %s = %+v, %v; want the new record with its token %+v", change, r.e, r.err, next)
+		}
+		// Already replaced, asked with a live context: the record that
+		// replaced it, at once, never a wait for the next change.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		got, err := cn.WaitForChange(ctx, tok)
+		cancel()
+		if err != nil || got.WriteID != e.WriteID || !got.Token.SameVersion(next) {
+			t.Fatalf("WaitForChange on a token replaced by %s = %+v, %v; want the record that replaced it at once", change, got, err)
+		}
+		// Nothing changed since: it must block again, not hand back the
+		// current record.
+		vouches(t, cn, next, "the current token after "+change)
+		tok, last = next, r.e
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := cn.WaitForChange(ctx, r.e.Token); !errors.Is(err, context.Canceled) {
+	if _, err := cn.WaitForChange(ctx, tok); !errors.Is(err, context.Canceled) {
 		t.Errorf("WaitForChange with a cancelled context: err = %v, want context.Canceled", err)
 	}
 	// A context that ended before the call vouches for nothing by itself:
 	// with a token already replaced, ctx's error would say that nothing
 	// changed, and the caller would not read.
-	got, err = cn.WaitForChange(ctx, tok)
-	if errors.Is(err, context.Canceled) || (err == nil && (got == nil || got.WriteID != "w-1")) {
+	got, err = cn.WaitForChange(ctx, first)
+	if errors.Is(err, context.Canceled) || (err == nil && (got == nil || got.WriteID != last.WriteID)) {
 		t.Errorf("WaitForChange with a cancelled context and a replaced token = %+v, %v; want the record that replaced it, or an error that does not wrap context.Canceled", got, err)
 	}
+}
+
+// vouches checks that WaitForChange on tok, the current record's token,
+// blocks until its context ends, vouching that nothing changed. A channel
+// that is not up yet may say it cannot tell (an error that does not wrap the
+// context's); it must vouch within 10s.
+func vouches(t *testing.T, cn leaderelection.ChangeNotifier, tok entry.LeaderToken, what string) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		var got *entry.RaceEntry
+		got, err = cn.WaitForChange(ctx, tok)
+		<-ctx.Done() // a channel that cannot tell may answer at once
+		cancel()
+		switch {
+		case err == nil:
+			t.Fatalf("WaitForChange on %s = %+v; want it to block until its context ends", what, got)
+		case errors.Is(err, context.DeadlineExceeded):
+			return
+		case errors.Is(err, context.Canceled):
+			t.Fatalf("WaitForChange on %s: %v; want context.DeadlineExceeded, its context's error", what, err)
+		}
+	}
+	t.Fatalf("WaitForChange on %s never vouched that nothing changed in 10s: %v", what, err)
 }
