@@ -56,7 +56,7 @@ func (d *Decider) currentLocked() (*entry.RaceEntry, error) {
 	}
 	e, err := entry.Unmarshal(d.stored)
 	if err != nil {
-		return nil, fmt.Errorf("memory: record v%d: %w", d.version, err)
+		return nil, fmt.Errorf("%s: record v%d: %w", d.name, d.version, err)
 	}
 	e.Token = d.tokenLocked()
 	return e, nil

@@ -7,6 +7,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/internal/urltest"
+	"github.com/racedecider/leaderelection/memory"
 )
 
 func TestOpenURLRejects(t *testing.T) {
@@ -29,5 +30,18 @@ func TestOpenURLAccepts(t *testing.T) {
 		if got := fmt.Sprint(d); got != want {
 			t.Errorf("OpenDecider(%q) opened %q, want %q", raw, got, want)
 		}
+	}
+}
+
+// A corrupt record opened by URL is named by it, as the engine names the
+// store.
+func TestCorruptRecordNamesTheURL(t *testing.T) {
+	d, err := leaderelection.OpenDecider(t.Context(), "mem://corrupt-name-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.(*memory.Decider).SetRaw([]byte("not a record"))
+	if _, err := d.ReadCurrent(t.Context()); err == nil || !strings.HasPrefix(err.Error(), "mem://corrupt-name-test: record") {
+		t.Errorf("ReadCurrent of a corrupt record: %v; want an error naming mem://corrupt-name-test", err)
 	}
 }
