@@ -953,6 +953,11 @@ func (s *sim) endFaults() {
 	for _, slot := range down {
 		s.startProc(slot)
 	}
+	// Let the processes woken here settle before any is redeployed: a
+	// paused one that resumes at this instant (its term over, say) and the
+	// cancellation of its Acquire would otherwise race, and the run would
+	// not replay.
+	s.atQuiescence(func() {})
 	// A worker whose OnElected stepped down is fixed and redeployed: the
 	// engine would otherwise sit out up to 16 terms before campaigning
 	// again, by design, and the quiet phase checks liveness.
