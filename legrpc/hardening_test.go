@@ -184,33 +184,10 @@ func TestGuardEarlyReturnDrainIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const term = 10 * time.Second
 		store := memory.NewDecider()
-		g := new(legrpc.Guard)
-		stepDown := make(chan struct{})
-		cfgA := g.Attach(leaderelection.Config{Decider: store, LeaderID: "a", TermLength: term, MaxClockSkew: time.Second,
-			OnElected: func(ctx context.Context, _ *leaderelection.TimeView) {
-				select {
-				case <-ctx.Done():
-				case <-stepDown: // e.g. it lost its database
-				}
-			}})
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		go func() { _ = cfgA.Acquire(ctx) }()
-		synctest.Wait()
-		if _, ok := g.Leading(); !ok {
-			t.Fatal("a does not lead")
-		}
-
-		stuck := make(chan struct{})
+		stepDown, stuck := leaderWithStuckCall(t, ctx, store, term)
 		defer close(stuck)
-		go func() {
-			_, _ = g.UnaryServerInterceptor()(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: "/svc/Work"},
-				func(context.Context, any) (any, error) {
-					<-stuck // a call blocked on something that ignores its context
-					return nil, nil
-				})
-		}()
-		synctest.Wait()
 
 		bElected := make(chan struct{}, 1)
 		cfgB := leaderelection.Config{Decider: store, LeaderID: "b", TermLength: term, MaxClockSkew: time.Second,
@@ -271,25 +248,9 @@ func TestGuardNoReleaseWhileCallRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const term = 10 * time.Second
 		store := memory.NewDecider()
-		g := new(legrpc.Guard)
-		stepDown := make(chan struct{})
-		cfgA := g.Attach(leaderelection.Config{Decider: store, LeaderID: "a", TermLength: term, MaxClockSkew: time.Second,
-			OnElected: func(ctx context.Context, _ *leaderelection.TimeView) {
-				select {
-				case <-ctx.Done():
-				case <-stepDown:
-				}
-			}})
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		go func() { _ = cfgA.Acquire(ctx) }()
-		synctest.Wait()
-		stuck := make(chan struct{})
-		go func() {
-			_, _ = g.UnaryServerInterceptor()(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: "/svc/Work"},
-				func(context.Context, any) (any, error) { <-stuck; return nil, nil })
-		}()
-		synctest.Wait()
+		stepDown, stuck := leaderWithStuckCall(t, ctx, store, term)
 		first, err := store.ReadCurrent(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -310,4 +271,30 @@ func TestGuardNoReleaseWhileCallRuns(t *testing.T) {
 		close(stuck)
 		cancel()
 	})
+}
+
+// leaderWithStuckCall elects "a", with a Guard, on store, and has the Guard
+// admit a call that ignores its context and runs until stuck is closed.
+// Closing stepDown makes a's OnElected return while the term is held.
+func leaderWithStuckCall(t *testing.T, ctx context.Context, store leaderelection.RaceDecider, term time.Duration) (stepDown, stuck chan struct{}) {
+	g := new(legrpc.Guard)
+	stepDown, stuck = make(chan struct{}), make(chan struct{})
+	cfg := g.Attach(leaderelection.Config{Decider: store, LeaderID: "a", TermLength: term, MaxClockSkew: time.Second,
+		OnElected: func(ctx context.Context, _ *leaderelection.TimeView) {
+			select {
+			case <-ctx.Done():
+			case <-stepDown: // e.g. it lost its database
+			}
+		}})
+	go func() { _ = cfg.Acquire(ctx) }()
+	synctest.Wait()
+	if _, ok := g.Leading(); !ok {
+		t.Fatal("a does not lead")
+	}
+	go func() {
+		_, _ = g.UnaryServerInterceptor()(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: "/svc/Work"},
+			func(context.Context, any) (any, error) { <-stuck; return nil, nil })
+	}()
+	synctest.Wait()
+	return stepDown, stuck
 }
