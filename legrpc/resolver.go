@@ -461,11 +461,12 @@ func (r *electionResolver) takeLocked(rec *entry.RaceEntry, expired bool) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			switch {
-			case r.closed || r.rec != held:
-				// Closed, or the watcher brought something newer.
-			case err == nil && rec != nil && rec.NewerThan(held):
+			case r.closed:
+			case err == nil && rec != nil && rec.NewerThan(r.rec):
+				// (Newer than what the watcher may have brought
+				// meanwhile, too.)
 				r.offerLocked(rec, false)
-			case !r.expired:
+			case r.rec == held && !r.expired:
 				r.expired = true
 				r.updateLocked()
 			}

@@ -400,3 +400,14 @@ func TestRefusalGivenUp(t *testing.T) {
 		t.Errorf("%s", res.Report(3, 40))
 	}
 }
+
+// TestResolverEnderKeepsANewerRead: in seed 8702335 the resolver's own read
+// at a term's expiry was served the leader's release, just after its watcher
+// had brought the extension before it; the resolver dropped the release, as
+// the record it had read for had changed, and routed to the former leader
+// until the watcher's next poll.
+func TestResolverEnderKeepsANewerRead(t *testing.T) {
+	if res := Run(t, 8702335, Options{}); res.Failed() {
+		t.Errorf("%s", res.Report(3, 40))
+	}
+}
