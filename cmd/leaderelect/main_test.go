@@ -553,8 +553,12 @@ func TestRunWatchdogCannotBeTold(t *testing.T) {
 	store := storeURL(t)
 	events := make(chan event, 100)
 	told := &closeOnText{text: "the watchdog cannot be told of extensions", ch: make(chan struct{})}
+	// A longer term than the other tests': the extension after the pipe
+	// is filled must land before the command is stopped for a term about
+	// to end, which leaves it only 200 ms of a 1 s term, too little on a
+	// loaded machine under -race.
 	p := startTee(t, events, "A", []string{childEnv + "=wait"}, told,
-		"run", "--store", store, "--id", "A", testTermFlag, testSkewFlag, testGraceFlag, "--", os.Args[0])
+		"run", "--store", store, "--id", "A", "--term=3s", testSkewFlag, testGraceFlag, "--", os.Args[0])
 	c := next(t, events, "START", isLine(startLinePfx, p)).child(t)
 
 	wd, fd := watchdogOf(t, p.cmd.Process.Pid)
