@@ -99,21 +99,6 @@ func TestHealthCheckPauseAfterEarlyReturn(t *testing.T) {
 	})
 }
 
-// hangingWrites lets reads through, and makes writes hang until their
-// context ends once hang is set.
-type hangingWrites struct {
-	leaderelection.RaceDecider
-	hang atomic.Bool
-}
-
-func (h *hangingWrites) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
-	if h.hang.Load() {
-		<-ctx.Done()
-		return entry.LeaderToken{}, ctx.Err()
-	}
-	return h.RaceDecider.WriteEntry(ctx, e)
-}
-
 // TestHealthCheckReleasingIsNotLeading: once OnElected has returned, the
 // release write may run until TermExpiry + MaxClockSkew, past Tolerance
 // when MaxClockSkew is above it. EventOusted comes before the release, so
@@ -121,7 +106,13 @@ func (h *hangingWrites) WriteEntry(ctx context.Context, e *entry.RaceEntry) (ent
 func TestHealthCheckReleasingIsNotLeading(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const tl, sk = time.Minute, 15 * time.Second
-		d := &hangingWrites{RaceDecider: memory.NewDecider()}
+		var hang atomic.Bool // writes hang until their context ends
+		d := &slowWrites{RaceDecider: memory.NewDecider(), delay: func(int64) time.Duration {
+			if hang.Load() {
+				return -1
+			}
+			return 0
+		}}
 		hc := &leaderelection.HealthCheck{}
 		var returned atomic.Bool
 		stop := make(chan struct{})
@@ -142,7 +133,7 @@ func TestHealthCheckReleasingIsNotLeading(t *testing.T) {
 		// The store stops answering writes; OnElected returns (its work
 		// is done) while the term is still held: a release is sent and
 		// hangs until TermExpiry + MaxClockSkew.
-		d.hang.Store(true)
+		hang.Store(true)
 		time.Sleep(tl/2 - 2*time.Second) // before the next extension
 		close(stop)
 		synctest.Wait()
@@ -153,7 +144,7 @@ func TestHealthCheckReleasingIsNotLeading(t *testing.T) {
 		if err := hc.Check(); err != nil && strings.Contains(err.Error(), "still leading") {
 			t.Errorf("OnElected has returned; the engine is releasing: %v", err)
 		}
-		d.hang.Store(false)
+		hang.Store(false)
 		cancel()
 		<-done
 	})
