@@ -17,6 +17,8 @@
 // valid leader (nobody elected yet, the last leader released, or its term
 // expired) it hands gRPC no address and an error wrapping [ErrNoLeader]:
 // calls that wait for ready wait, the others fail with codes.Unavailable.
+// At a term's expiry the resolver reads the record before it drops the
+// leader, so that one that extended on time keeps its clients' connections.
 //
 // How fast a client learns of a new leader is the Decider's business: at
 // once with a store that pushes changes (package memory), within the
