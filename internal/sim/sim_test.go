@@ -411,3 +411,14 @@ func TestResolverEnderKeepsANewerRead(t *testing.T) {
 		t.Errorf("%s", res.Report(3, 40))
 	}
 }
+
+// TestReapedProcessReportsNoOffset: in seed 8701021 a candidate crashed while
+// stalled between a write and its clock-offset report; reaped at shutdown,
+// 140 s later, it sent the bound it had computed before the crash, and the
+// offset check judged that bound against the last 56 s of a drifting clock.
+// What a reaped process does on its way out is not part of the run.
+func TestReapedProcessReportsNoOffset(t *testing.T) {
+	if res := Run(t, 8701021, Options{}); res.Failed() {
+		t.Errorf("%s", res.Report(3, 40))
+	}
+}
