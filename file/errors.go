@@ -4,39 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"syscall"
 
 	"github.com/racedecider/leaderelection/entry"
 )
 
-// refusedErrnos are the filesystem's answers that will not change until
-// someone changes the setup. ENOENT is among them because the callers of
-// classify handle a missing record themselves: any ENOENT left is a missing
-// directory, which is a missing store, never "no record yet". The lock
-// errors come from flock on a filesystem without lock support (NFSv3
-// without lockd answers ENOLCK).
-var refusedErrnos = []error{
-	syscall.EROFS,        // read-only filesystem
-	syscall.ENOENT,       // missing directory
-	syscall.ENOTDIR,      // a component of the path is not a directory
-	syscall.EISDIR,       // the record's path is a directory
-	syscall.ELOOP,        // a loop of symbolic links
-	syscall.ENAMETOOLONG, // the path is too long for the filesystem
-	syscall.ENOLCK,       // no lock support
-	syscall.ENOTSUP,      // no lock support
-	syscall.EOPNOTSUPP,   // no lock support
-}
-
-// throttledErrnos are a full filesystem or an exhausted quota. They are
-// reported as throttled, not refused: they heal once space is freed (a log
-// rotated, a quota raised), and a refusal would end Acquire, taking a
-// leader down for a condition its next extension may well not meet. The
-// engine retries them with backoff until the term runs out.
-var throttledErrnos = []error{syscall.ENOSPC, syscall.EDQUOT}
-
 // classify is the one place where the filesystem's answers become the error
 // classes the engine acts on: it wraps err with entry.ErrRefused or
-// entry.ErrThrottled when it is one of the answers above, and returns it
+// entry.ErrThrottled when it is one of the answers in errno.go, and returns it
 // unchanged otherwise (an unknown outcome, or a lost race or context error
 // already classified). Permission denied (EACCES, EPERM) is a refusal.
 //
@@ -68,7 +42,7 @@ func classify(err error) error {
 // call is left alone.
 func isFlockEBADF(err error) bool {
 	var pe *fs.PathError
-	return errors.As(err, &pe) && pe.Op == "flock" && errors.Is(pe.Err, syscall.EBADF)
+	return errors.As(err, &pe) && pe.Op == "flock" && errors.Is(pe.Err, errBadFile)
 }
 
 func isAny(err error, targets []error) bool {

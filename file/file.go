@@ -206,7 +206,7 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 func readRecord(path string) ([]byte, time.Time, error) {
 	// Without blocking: opening a FIFO no one writes would hang, whatever
 	// the context says.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|openNonblock, 0)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -344,7 +344,7 @@ func syncDir(dir string) error {
 		return err
 	}
 	defer f.Close()
-	if err := f.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
+	if err := f.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, errNotSupported) {
 		return fmt.Errorf("syncing directory %s: %w", dir, err)
 	}
 	return nil

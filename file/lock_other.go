@@ -12,4 +12,8 @@ func lockingSupported() error {
 	return errors.New("file locking (flock) is not supported on " + runtime.GOOS)
 }
 
+// openNonblock: NewDecider refuses to run here (lockingSupported), and
+// js, wasip1 and plan9 have no such flag.
+const openNonblock = 0
+
 func tryFlock(*os.File) (bool, error) { return false, lockingSupported() }

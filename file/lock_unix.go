@@ -10,6 +10,9 @@ import (
 
 func lockingSupported() error { return nil }
 
+// openNonblock opens a FIFO without waiting for a writer.
+const openNonblock = syscall.O_NONBLOCK
+
 // tryFlock takes an exclusive flock on f without blocking. It reports false,
 // with no error, when another holder has it.
 func tryFlock(f *os.File) (bool, error) {

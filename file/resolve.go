@@ -38,11 +38,10 @@ func resolve(name string) (string, error) {
 		// led to, as the kernel would.
 		rdir, err := filepath.EvalSymlinks(dir)
 		if err != nil {
-			var errno syscall.Errno
 			var pe *fs.PathError
-			if !errors.As(err, &errno) && !errors.As(err, &pe) {
+			if !isErrno(err) && !errors.As(err, &pe) {
 				// Its only error of its own is a loop of links.
-				err = fmt.Errorf("%w (%v)", syscall.ELOOP, err)
+				err = fmt.Errorf("%w (%v)", errLoop, err)
 			}
 			// Its error does not always name the path.
 			return "", fmt.Errorf("resolving the directory %s: %w", dir, err)
@@ -71,7 +70,7 @@ func resolve(name string) (string, error) {
 		}
 		p = target
 	}
-	return "", &fs.PathError{Op: "resolve", Path: name, Err: syscall.ELOOP}
+	return "", &fs.PathError{Op: "resolve", Path: name, Err: errLoop}
 }
 
 // checkName refuses when the name d was opened with no longer resolves to
