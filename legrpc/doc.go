@@ -17,6 +17,8 @@
 // valid leader (nobody elected yet, the last leader released, or its term
 // expired) it hands gRPC no address and an error wrapping [ErrNoLeader]:
 // calls that wait for ready wait, the others fail with codes.Unavailable.
+// While reads of the record fail (a record turned corrupt, a store that
+// times out), that error carries the last one's cause.
 // At a term's expiry the resolver reads the record before it drops the
 // leader, so that one that extended on time keeps its clients' connections.
 //

@@ -298,3 +298,60 @@ func leaderWithStuckCall(t *testing.T, ctx context.Context, store leaderelection
 	synctest.Wait()
 	return stepDown, stuck
 }
+
+// A record that turns corrupt after the resolver's first read is told to
+// gRPC once no leader is known, so that calls fail with the cause rather
+// than with a bare "term expired"; a good record brings routing back. (Only
+// OnError and the Logger used to hear of it.)
+func TestResolverReportsARecordTurnedCorrupt(t *testing.T) {
+	// The watcher retries a failing read with backoff up to 10 s.
+	const watchBackoffCap = 11 * time.Second
+	synctest.Test(t, func(t *testing.T) {
+		const term = 10 * time.Second
+		p := &polling{d: memory.NewDecider()}
+		put(t, p, "a", true, time.Now().Add(term), nil)
+		rec, r := build(t, leaderelection.WatchConfig{Decider: p, MaxClockSkew: time.Second, PollInterval: time.Second})
+		defer r.Close()
+		lastErr := func() error {
+			synctest.Wait()
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			return rec.errs[len(rec.errs)-1]
+		}
+		time.Sleep(term / 2)
+		p.d.SetRaw([]byte(`{"not": "a record"`))
+		time.Sleep(term)
+		if err := lastErr(); !errors.Is(err, legrpc.ErrNoLeader) || !errors.Is(err, entry.ErrCorruptRecord) {
+			t.Errorf("the term ended while the record was corrupt: gRPC's last error is %v; want ErrNoLeader carrying ErrCorruptRecord", err)
+		}
+
+		// A record that turns corrupt once no leader is known.
+		set := func(en int64, id string, expiry time.Time) {
+			data, err := entry.Marshal(&entry.RaceEntry{ElectionNumber: en, Term: en, LeaderID: id,
+				HostPort: []string{id + ":443"}, TermExpiry: expiry, WriteID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.d.SetRaw(data)
+		}
+		set(10, "b", time.Now().Add(-time.Second))
+		time.Sleep(watchBackoffCap)
+		if err := lastErr(); !errors.Is(err, legrpc.ErrNoLeader) || errors.Is(err, entry.ErrCorruptRecord) {
+			t.Fatalf("after an expired record was read: gRPC's last error is %v; want ErrNoLeader alone", err)
+		}
+		p.d.SetRaw([]byte("garbage"))
+		time.Sleep(2 * time.Second)
+		if err := lastErr(); !errors.Is(err, legrpc.ErrNoLeader) || !errors.Is(err, entry.ErrCorruptRecord) {
+			t.Errorf("the record turned corrupt with no leader known: gRPC's last error is %v; want ErrNoLeader carrying ErrCorruptRecord", err)
+		}
+
+		set(20, "c", time.Now().Add(time.Hour))
+		time.Sleep(watchBackoffCap)
+		synctest.Wait()
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if s := rec.states[len(rec.states)-1]; len(s.Addresses) != 1 || s.Addresses[0].Addr != "c:443" {
+			t.Errorf("a good record again: gRPC's last state is %+v; want c:443", s)
+		}
+	})
+}

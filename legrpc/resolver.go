@@ -173,6 +173,11 @@ type electionResolver struct {
 	// stopped is the error that stopped the watcher (a refusal), until
 	// the store answers a read again: rec may be out of date meanwhile.
 	stopped error
+	// failing is the last read's error while reads fail (the watcher's,
+	// or one of our own), until one succeeds: once rec's term has ended,
+	// it says why no newer record is known (a record turned corrupt, a
+	// store that times out).
+	failing error
 	// ender ends rec at its expiry and reads the record again then: rec
 	// may have come from a read of our own, which the watcher has not seen
 	// and will not report ended.
@@ -382,7 +387,7 @@ func (r *electionResolver) watched(c leaderelection.Change) {
 		// the watcher or a read of our own, replaces the absence.
 		r.takeLocked(&entry.RaceEntry{ElectionNumber: entry.NoElections}, false)
 		r.deleted = true
-		r.stopped = nil
+		r.stopped, r.failing = nil, nil
 		r.updateLocked()
 		return
 	}
@@ -393,6 +398,7 @@ func (r *electionResolver) watched(c leaderelection.Change) {
 func (r *electionResolver) offer(rec *entry.RaceEntry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.failing = nil
 	r.offerLocked(rec, false)
 }
 
@@ -408,6 +414,7 @@ func (r *electionResolver) offerLocked(rec *entry.RaceEntry, expired bool) {
 	r.stopped = nil
 	switch {
 	case r.rec == nil || rec.NewerThan(r.rec):
+		r.failing = nil // (read, as the watcher's clock ends only rec's term)
 		r.takeLocked(rec, expired)
 	case rec.Term == r.rec.Term && rec.ElectionNumber == r.rec.ElectionNumber && !r.expired &&
 		(expired || !rec.Released && rec.ElectionNumber != entry.NoElections && !r.clock.Now().Before(rec.TermExpiry)):
@@ -467,6 +474,9 @@ func (r *electionResolver) takeLocked(rec *entry.RaceEntry, expired bool) {
 				// meanwhile, too.)
 				r.offerLocked(rec, false)
 			case r.rec == held && !r.expired:
+				if err != nil {
+					r.failing = fmt.Errorf("reading %s: %w", r.store, err)
+				}
 				r.expired = true
 				r.updateLocked()
 			}
@@ -480,12 +490,17 @@ const enderRead = time.Second
 
 // readFailed reports a failed read to gRPC while the client has nothing
 // better, so that calls that do not wait for ready fail with the cause
-// instead of waiting for a first resolution that may not come.
+// instead of waiting for a first resolution that may not come, or instead
+// of a bare "term expired" once the last leader known is gone.
 func (r *electionResolver) readFailed(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.rec == nil {
+	r.failing = err
+	switch {
+	case r.rec == nil:
 		r.cc.ReportError(fmt.Errorf("legrpc: election %q: %w", r.name, err))
+	case strings.HasPrefix(r.pushed, noLeader):
+		r.updateLocked()
 	}
 }
 
@@ -510,10 +525,13 @@ func (r *electionResolver) updateLocked() {
 	}
 	if why != "" {
 		key := noLeader + why
-		if r.stopped != nil {
+		switch {
+		case r.stopped != nil:
 			// The error gRPC gets carries the refusal: once the store
 			// answers, the same state is handed over again without it.
 			key += stoppedMark
+		case r.failing != nil:
+			key += "\x00" + r.failing.Error()
 		}
 		if r.pushed == key {
 			return
@@ -528,9 +546,12 @@ func (r *electionResolver) updateLocked() {
 		r.pushed = key
 		// The error is what calls that do not wait for ready fail with.
 		err := fmt.Errorf("%w %q: %s", ErrNoLeader, r.name, why)
-		if r.stopped != nil {
+		switch {
+		case r.stopped != nil:
 			// A newer record may exist: say why none is known.
 			err = fmt.Errorf("%w (%w)", err, r.stopped)
+		case r.failing != nil:
+			err = fmt.Errorf("%w (and the record cannot be read: %w)", err, r.failing)
 		}
 		r.cc.ReportError(err)
 		return
