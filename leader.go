@@ -145,7 +145,15 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 		cd.log.Info("lost leadership: another candidate holds the record", "term", cur.Term, "holder", after.LeaderID)
 		ousted.Reason = OustSuperseded
 	case !stillHeld:
-		cd.log.Warn("leadership expired: the term ran out before it was extended or released", "term", cur.Term)
+		// OnElected may have returned while the term was held, and then
+		// waited (a Guard draining its calls) past the term: a tenure
+		// ended early all the same, paused after like any other.
+		early = returned && !shutdown
+		if early {
+			cd.log.Warn("OnElected returned, then its term ran out before it could be released (a Guard's calls outlived it)", "term", cur.Term)
+		} else {
+			cd.log.Warn("leadership expired: the term ran out before it was extended or released", "term", cur.Term)
+		}
 		ousted.Reason = OustExpired
 		// An extension whose outcome is unknown may yet have applied: its
 		// record is left to expire, like the term, never adopted or

@@ -132,6 +132,7 @@ func (t *tenure) close() <-chan struct{} {
 // OnElected returns while the term is held, the engine goes on extending it
 // while the calls drain, but the drain ends with the term as it stood then:
 // calls still running end the term unreleased, and it is left to expire.
+// The candidate pauses before campaigning again, as after any early return.
 func (g *Guard) Attach(cfg leaderelection.Config) leaderelection.Config {
 	self := cfg.LeaderID
 	g.self.Store(&self)

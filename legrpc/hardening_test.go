@@ -3,6 +3,7 @@ package legrpc_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -186,7 +187,7 @@ func TestGuardEarlyReturnDrainIsBounded(t *testing.T) {
 		store := memory.NewDecider()
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		stepDown, stuck := leaderWithStuckCall(t, ctx, store, term)
+		stepDown, stuck := leaderWithStuckCall(t, ctx, store, term, nil)
 		defer close(stuck)
 
 		bElected := make(chan struct{}, 1)
@@ -243,14 +244,29 @@ func TestResolverNoFlapOnLateExtension(t *testing.T) {
 // The bounded drain never lets the engine release a term while a call
 // admitted in it still runs: the step-down's term is left to expire. (A
 // later term this process wins may be released: the call it outlived holds
-// an ended TimeView.)
+// an ended TimeView.) OnElected returned early, so the candidate pauses
+// before it campaigns again (it used to campaign at once).
 func TestGuardNoReleaseWhileCallRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const term = 10 * time.Second
 		store := memory.NewDecider()
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		stepDown, stuck := leaderWithStuckCall(t, ctx, store, term)
+		// The pause after the step-down's tenure, and how many tenures
+		// a had begun before it.
+		var mu sync.Mutex
+		var paused time.Duration
+		elected, pausedAfter := 0, 0
+		stepDown, stuck := leaderWithStuckCall(t, ctx, store, term, func(e leaderelection.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case e.Kind == leaderelection.EventElected:
+				elected++
+			case e.Kind == leaderelection.EventPaused && pausedAfter == 0:
+				paused, pausedAfter = time.Until(e.Expiry), elected
+			}
+		})
 		first, err := store.ReadCurrent(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -268,6 +284,12 @@ func TestGuardNoReleaseWhileCallRuns(t *testing.T) {
 				break
 			}
 		}
+		mu.Lock()
+		if pausedAfter != 1 || paused < term {
+			t.Errorf("a first paused %v, after %d tenures (0: never); want a pause of a term or more after the first, whose OnElected returned early",
+				paused, pausedAfter)
+		}
+		mu.Unlock()
 		close(stuck)
 		cancel()
 	})
@@ -275,11 +297,16 @@ func TestGuardNoReleaseWhileCallRuns(t *testing.T) {
 
 // leaderWithStuckCall elects "a", with a Guard, on store, and has the Guard
 // admit a call that ignores its context and runs until stuck is closed.
-// Closing stepDown makes a's OnElected return while the term is held.
-func leaderWithStuckCall(t *testing.T, ctx context.Context, store leaderelection.RaceDecider, term time.Duration) (stepDown, stuck chan struct{}) {
+// Closing stepDown makes a's OnElected return while the term is held. a's
+// Observer is observe, if not nil.
+func leaderWithStuckCall(t *testing.T, ctx context.Context, store leaderelection.RaceDecider, term time.Duration, observe leaderelection.ObserverFunc) (stepDown, stuck chan struct{}) {
 	g := new(legrpc.Guard)
 	stepDown, stuck = make(chan struct{}), make(chan struct{})
-	cfg := g.Attach(leaderelection.Config{Decider: store, LeaderID: "a", TermLength: term, MaxClockSkew: time.Second,
+	var obs leaderelection.Observer
+	if observe != nil {
+		obs = observe
+	}
+	cfg := g.Attach(leaderelection.Config{Decider: store, LeaderID: "a", TermLength: term, MaxClockSkew: time.Second, Observer: obs,
 		OnElected: func(ctx context.Context, _ *leaderelection.TimeView) {
 			select {
 			case <-ctx.Done():
