@@ -242,32 +242,56 @@ func RunElection(t *testing.T, newAccess func(t *testing.T, candidate int) Acces
 // Cuttable returns an Access to d whose Cut makes every call fail as an
 // unreachable store would (context.DeadlineExceeded) until it is restored.
 // It forwards change notifications when d pushes them; a cut notifier fails
-// too.
+// too, a wait already in progress at once, and so does a call whose answer
+// comes during a cut (a write may then have been applied: its answer was
+// lost).
 func Cuttable(d leaderelection.RaceDecider) Access {
-	c := &cuttable{d: d}
+	c := &cuttable{d: d, cutCh: make(chan struct{})}
 	if n, ok := d.(leaderelection.ChangeNotifier); ok {
-		return Access{Decider: &cuttablePush{c, n}, Cut: c.cut.Store}
+		return Access{Decider: &cuttablePush{c, n}, Cut: c.setCut}
 	}
-	return Access{Decider: c, Cut: c.cut.Store}
+	return Access{Decider: c, Cut: c.setCut}
 }
 
 type cuttable struct {
 	d   leaderelection.RaceDecider
 	cut atomic.Bool
+	mu  sync.Mutex
+	// cutCh is closed when a cut starts, and replaced when it ends.
+	cutCh chan struct{}
+}
+
+func (c *cuttable) setCut(cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch was := c.cut.Swap(cut); {
+	case cut && !was:
+		close(c.cutCh)
+	case !cut && was:
+		c.cutCh = make(chan struct{})
+	}
+}
+
+// call runs f unless the store is cut off, and fails it if a cut started
+// before its answer came.
+func call[T any](c *cuttable, f func() (T, error)) (T, error) {
+	var zero T
+	if c.cut.Load() {
+		return zero, context.DeadlineExceeded
+	}
+	v, err := f()
+	if c.cut.Load() {
+		return zero, context.DeadlineExceeded
+	}
+	return v, err
 }
 
 func (c *cuttable) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
-	if c.cut.Load() {
-		return nil, context.DeadlineExceeded
-	}
-	return c.d.ReadCurrent(ctx)
+	return call(c, func() (*entry.RaceEntry, error) { return c.d.ReadCurrent(ctx) })
 }
 
 func (c *cuttable) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
-	if c.cut.Load() {
-		return entry.LeaderToken{}, context.DeadlineExceeded
-	}
-	return c.d.WriteEntry(ctx, e)
+	return call(c, func() (entry.LeaderToken, error) { return c.d.WriteEntry(ctx, e) })
 }
 
 type cuttablePush struct {
@@ -276,10 +300,19 @@ type cuttablePush struct {
 }
 
 func (c *cuttablePush) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*entry.RaceEntry, error) {
-	if c.cut.Load() {
-		return nil, context.DeadlineExceeded
-	}
-	return c.n.WaitForChange(ctx, tok)
+	c.mu.Lock()
+	cutCh := c.cutCh
+	c.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-cutCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return call(c.cuttable, func() (*entry.RaceEntry, error) { return c.n.WaitForChange(ctx, tok) })
 }
 
 // AcquireEnds campaigns on d (TermLength 2s, MaxClockSkew 100ms) and returns

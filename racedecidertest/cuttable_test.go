@@ -1,0 +1,68 @@
+package racedecidertest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/memory"
+	"github.com/racedecider/leaderelection/racedecidertest"
+)
+
+// A cut ends a WaitForChange already in progress, as it fails the calls
+// made during it, and a restored Access waits again.
+func TestCuttableCutsAWaitInProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		acc := racedecidertest.Cuttable(mem)
+		n := acc.Decider.(leaderelection.ChangeNotifier)
+		cur, err := acc.Decider.ReadCurrent(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait := func() chan error {
+			done := make(chan error, 1)
+			go func() {
+				_, err := n.WaitForChange(t.Context(), cur.Token)
+				done <- err
+			}()
+			synctest.Wait()
+			return done
+		}
+		done := wait()
+		acc.Cut(true)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("the wait in progress at the cut returned %v; want context.DeadlineExceeded", err)
+			}
+		default:
+			t.Fatal("the wait in progress at the cut still waits")
+		}
+		if _, err := acc.Decider.ReadCurrent(t.Context()); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a read during the cut returned %v; want context.DeadlineExceeded", err)
+		}
+
+		acc.Cut(false)
+		done = wait()
+		select {
+		case err := <-done:
+			t.Fatalf("restored, a wait with no change returned %v", err)
+		default:
+		}
+		en := cur.ElectionNumber + 1
+		if _, err := mem.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: en, Term: en, LeaderID: "x",
+			TermExpiry: time.Now().Add(time.Minute), WriteID: "w", Token: cur.Token}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if err := <-done; err != nil {
+			t.Errorf("restored, a wait that saw a change returned %v", err)
+		}
+	})
+}
