@@ -26,7 +26,8 @@ import (
 //     election is not led here, and no request to the store has been
 //     answered (successfully, or with a lost race) for longer than MaxQuiet:
 //     the store is unreachable or the campaign is stuck. A candidate's
-//     pause after OnElected returned early (EventPaused) is not quiet;
+//     pause after OnElected returned early (EventPaused) is not quiet,
+//     unless a Watch on the election runs meanwhile;
 //   - Acquire or Watch returned with an error other than its context's (a
 //     store that refuses for good), and has not been called anew since.
 //
@@ -72,6 +73,10 @@ type health struct {
 	expiry  time.Time
 	// since: when judging began, or the last answered request.
 	since time.Time
+	// pausedUntil: the end of a candidate's pause after OnElected returned
+	// early, which makes no request. A Watch on the election is judged
+	// through it: its reads go on.
+	pausedUntil time.Time
 	// campaigns and watches: the Acquire and Watch calls running.
 	campaigns, watches int
 	// acquireErr and watchErr: what the last Acquire and Watch returned,
@@ -125,8 +130,7 @@ func (h *HealthCheck) Observe(e Event) {
 	case EventOusted:
 		s.leading = false
 	case EventPaused:
-		// No request until the pause ends: quiet counts from then.
-		s.since = maxTime(s.since, e.Expiry)
+		s.pausedUntil = maxTime(s.pausedUntil, e.Expiry)
 	case EventStoreRequest:
 		if e.Result == ResultOK || e.Result == ResultRaceLost {
 			s.since = maxTime(s.since, now)
@@ -157,6 +161,11 @@ func (h *HealthCheck) Check() error {
 	var errs []error
 	for _, name := range names {
 		s := h.elections[name]
+		quiet := now.Sub(s.since)
+		if s.watches == 0 {
+			// No request until the pause ends: quiet counts from then.
+			quiet = now.Sub(maxTime(s.since, s.pausedUntil))
+		}
 		switch {
 		case s.acquireErr != nil:
 			errs = append(errs, fmt.Errorf("election %s: Acquire ended: %w", name, s.acquireErr))
@@ -165,11 +174,11 @@ func (h *HealthCheck) Check() error {
 		case s.leading && now.Sub(s.expiry) > tolerance:
 			errs = append(errs, fmt.Errorf("election %s: still leading term %d, which expired at %s, %s ago (tolerance %s)",
 				name, s.term, s.expiry.Format(time.RFC3339Nano), now.Sub(s.expiry).Round(time.Millisecond), tolerance))
-		case s.campaigns+s.watches > 0 && !s.leading && h.MaxQuiet > 0 && now.Sub(s.since) > h.MaxQuiet:
+		case s.campaigns+s.watches > 0 && !s.leading && h.MaxQuiet > 0 && quiet > h.MaxQuiet:
 			// (A leader writes only at its extensions, and one that
 			// cannot is judged by its expiry, above.)
 			errs = append(errs, fmt.Errorf("election %s: no answer from the store for %s (MaxQuiet %s)",
-				name, now.Sub(s.since).Round(time.Millisecond), h.MaxQuiet))
+				name, quiet.Round(time.Millisecond), h.MaxQuiet))
 		}
 	}
 	if len(errs) == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -96,6 +97,41 @@ func TestHealthCheckPauseAfterEarlyReturn(t *testing.T) {
 		if e := firstBad.Load(); e != nil {
 			t.Errorf("a candidate pausing between tenures on a healthy store was judged unhealthy: %v", e)
 		}
+	})
+}
+
+// TestHealthCheckWatchJudgedThroughPause: a candidate's pause after an early
+// return makes no request, but a Watch on the same election reads on: one
+// cut off from the store during the pause is reported within MaxQuiet, not
+// only MaxQuiet after the pause (which reaches 8 to 16 TermLengths).
+func TestHealthCheckWatchJudgedThroughPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		acc := racedecidertest.Cuttable(memory.NewDecider())
+		hc := &leaderelection.HealthCheck{MaxQuiet: 30 * time.Second}
+		longPause := make(chan struct{})
+		var once sync.Once
+		obs := leaderelection.Observers(hc, leaderelection.ObserverFunc(func(e leaderelection.Event) {
+			if e.Kind == leaderelection.EventPaused && time.Until(e.Expiry) > 6*term {
+				once.Do(func() { close(longPause) })
+			}
+		}))
+		cfg := leaderelection.Config{Decider: acc.Decider, LeaderID: "a", TermLength: term, MaxClockSkew: skew, Observer: obs,
+			OnElected: func(context.Context, *leaderelection.TimeView) {}} // returns at once: pauses double
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go func() { _ = cfg.Acquire(ctx) }()
+		_, stop := startWatch(t, leaderelection.WatchConfig{Decider: acc.Decider, Observer: hc})
+		defer stop()
+		<-longPause
+		if err := hc.Check(); err != nil {
+			t.Fatalf("at the start of a long pause: %v, want healthy", err)
+		}
+		acc.Cut(true)
+		time.Sleep(hc.MaxQuiet + 10*time.Second) // well within the pause
+		if err := hc.Check(); err == nil || !strings.Contains(err.Error(), "no answer from the store") {
+			t.Errorf("the watch cut off for MaxQuiet + 10 s, during the candidate's pause: %v, want it reported", err)
+		}
+		acc.Cut(false)
 	})
 }
 
