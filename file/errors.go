@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 
 	"github.com/racedecider/leaderelection/entry"
 )
@@ -22,6 +23,13 @@ func classify(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, entry.ErrRefused), errors.Is(err, entry.ErrThrottled):
+		return err
+	case isRenameENOENT(err):
+		// The rename's source, our temporary file, is gone, and no other
+		// writer could have moved it (we hold the lock): on NFS, a rename
+		// retransmitted after its reply was lost finds it so. The record
+		// may have been replaced: an unknown outcome, which the engine
+		// resolves by reading back.
 		return err
 	case isFlockEBADF(err):
 		return fmt.Errorf("%w: %w (the filesystem refuses an exclusive lock on the lock file, "+
@@ -43,6 +51,12 @@ func classify(err error) error {
 func isFlockEBADF(err error) bool {
 	var pe *fs.PathError
 	return errors.As(err, &pe) && pe.Op == "flock" && errors.Is(pe.Err, errBadFile)
+}
+
+// isRenameENOENT reports whether err is a rename's ENOENT.
+func isRenameENOENT(err error) bool {
+	var le *os.LinkError
+	return errors.As(err, &le) && le.Op == "rename" && errors.Is(le.Err, fs.ErrNotExist)
 }
 
 func isAny(err error, targets []error) bool {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,6 +60,13 @@ func TestClassify(t *testing.T) {
 	readErr := &fs.PathError{Op: "read", Path: "/x/record", Err: syscall.EBADF}
 	if got := classify(readErr); got != error(readErr) {
 		t.Errorf("classify(%v) = %v, want it unchanged", readErr, got)
+	}
+	// ENOENT from the rename: its source is gone, which a retransmitted
+	// NFS rename whose first try was applied answers. Unknown, unlike
+	// ENOENT from any other call (a missing directory).
+	renameErr := &os.LinkError{Op: "rename", Old: "/x/record.tmp", New: "/x/record", Err: syscall.ENOENT}
+	if got := classify(renameErr); got != error(renameErr) {
+		t.Errorf("classify(%v) = %v, want it unchanged: the record may have been replaced", renameErr, got)
 	}
 	for _, err := range []error{context.Canceled, entry.ErrRaceLost, nil} {
 		if got := classify(err); got != err {

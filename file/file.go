@@ -296,7 +296,8 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 // the record. It is called with the lock held, so no other writer uses the
 // temporary file; one left by a writer that died is removed first (it may
 // belong to another user, whom we could not truncate it for). Errors up to
-// the rename are classified: the record is untouched.
+// the rename are classified: the record is untouched (but for a rename that
+// finds its source gone, which classify leaves unknown).
 func (d *Decider) replace(body []byte) (time.Time, error) {
 	if err := os.Remove(d.tmpPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return time.Time{}, classify(err)
