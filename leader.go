@@ -145,10 +145,10 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 		cd.log.Info("lost leadership: another candidate holds the record", "term", cur.Term, "holder", after.LeaderID)
 		ousted.Reason = OustSuperseded
 	case !stillHeld:
-		// OnElected may have returned while the term was held, and then
-		// waited (a Guard draining its calls) past the term: a tenure
-		// ended early all the same, paused after like any other.
-		early = returned && !shutdown
+		// The OnElected a Guard wraps may have returned while the term
+		// was held, and the Guard then drained its calls past the term:
+		// a tenure ended early all the same, paused after like any other.
+		early = tv.returnedEarly.Load() && !shutdown
 		if early {
 			cd.log.Warn("OnElected returned, then its term ran out before it could be released (a Guard's calls outlived it)", "term", cur.Term)
 		} else {
@@ -186,6 +186,8 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 		return nil, false, ctx.Err()
 	case after != nil:
 		return after, early, nil
+	case early:
+		return nil, true, nil // leadAndPause reads after its pause
 	}
 	next, err = cd.read(ctx)
 	return next, early, err

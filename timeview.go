@@ -12,6 +12,7 @@ import (
 func init() {
 	hooks.TimeViewEnded = func(tv any) bool { return tv.(*TimeView).v.Load().ended }
 	hooks.EndTimeView = func(tv any) { tv.(*TimeView).end() }
+	hooks.ReturnedEarly = func(tv any) { tv.(*TimeView).returnedEarly.Store(true) }
 }
 
 // TimeView is an atomically updated view of when the current leadership term
@@ -35,6 +36,9 @@ type TimeView struct {
 	// One pointer holds the expiry and the term so that a reader sees both
 	// from the same update.
 	v atomic.Pointer[termState]
+	// returnedEarly: OnElected, as a Guard wraps it, returned while the
+	// term was held (hooks.ReturnedEarly).
+	returnedEarly atomic.Bool
 }
 
 type termState struct {

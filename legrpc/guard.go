@@ -152,6 +152,11 @@ func (g *Guard) Attach(cfg leaderelection.Config) leaderelection.Config {
 		t := &tenure{ctx: tctx, tv: tv, idle: make(chan struct{})}
 		g.tenure.Store(t)
 		onElected(ctx, tv)
+		if ctx.Err() == nil && tv.ValueInFuture() {
+			// The engine learns it only once the drain is over, maybe
+			// past the term: it pauses after such a tenure.
+			hooks.ReturnedEarly(tv)
+		}
 		g.tenure.CompareAndSwap(t, nil)
 		cancel()
 		// Drain: wait for the admitted calls, but not past the term as

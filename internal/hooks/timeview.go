@@ -12,3 +12,9 @@ var TimeViewEnded func(tv any) bool
 // leaves it to expire. The leaderelection package sets it; package legrpc's
 // Guard calls it when admitted calls outlast the term they were admitted in.
 var EndTimeView func(tv any)
+
+// ReturnedEarly marks tv, a *leaderelection.TimeView, as the term of a
+// tenure whose OnElected returned while the term was held, so that the
+// engine pauses before campaigning again even if what wraps OnElected (a
+// Guard draining its calls) returns only once the term has run out.
+var ReturnedEarly func(tv any)
