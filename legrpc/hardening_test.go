@@ -3,6 +3,7 @@ package legrpc_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -328,31 +329,15 @@ func leaderWithStuckCall(t *testing.T, ctx context.Context, store leaderelection
 
 // A record that turns corrupt after the resolver's first read is told to
 // gRPC once no leader is known, so that calls fail with the cause rather
-// than with a bare "term expired"; a good record brings routing back. (Only
-// OnError and the Logger used to hear of it.)
+// than with a bare "term expired", and no longer once reads are answered
+// again; a good record brings routing back. (Only OnError and the Logger
+// used to hear of it.)
 func TestResolverReportsARecordTurnedCorrupt(t *testing.T) {
 	// The watcher retries a failing read with backoff up to 10 s.
 	const watchBackoffCap = 11 * time.Second
 	synctest.Test(t, func(t *testing.T) {
 		const term = 10 * time.Second
 		p := &polling{d: memory.NewDecider()}
-		put(t, p, "a", true, time.Now().Add(term), nil)
-		rec, r := build(t, leaderelection.WatchConfig{Decider: p, MaxClockSkew: time.Second, PollInterval: time.Second})
-		defer r.Close()
-		lastErr := func() error {
-			synctest.Wait()
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			return rec.errs[len(rec.errs)-1]
-		}
-		time.Sleep(term / 2)
-		p.d.SetRaw([]byte(`{"not": "a record"`))
-		time.Sleep(term)
-		if err := lastErr(); !errors.Is(err, legrpc.ErrNoLeader) || !errors.Is(err, entry.ErrCorruptRecord) {
-			t.Errorf("the term ended while the record was corrupt: gRPC's last error is %v; want ErrNoLeader carrying ErrCorruptRecord", err)
-		}
-
-		// A record that turns corrupt once no leader is known.
 		set := func(en int64, id string, expiry time.Time) {
 			data, err := entry.Marshal(&entry.RaceEntry{ElectionNumber: en, Term: en, LeaderID: id,
 				HostPort: []string{id + ":443"}, TermExpiry: expiry, WriteID: id})
@@ -361,16 +346,48 @@ func TestResolverReportsARecordTurnedCorrupt(t *testing.T) {
 			}
 			p.d.SetRaw(data)
 		}
+		corrupt := func() { p.d.SetRaw([]byte(`{"not": "a record"`)) }
+		expiry := time.Now().Add(term)
+		set(1, "a", expiry)
+		rec, r := build(t, leaderelection.WatchConfig{Decider: p, MaxClockSkew: time.Second, PollInterval: time.Second})
+		defer r.Close()
+		lastErr := func() error {
+			synctest.Wait()
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			return rec.errs[len(rec.errs)-1]
+		}
+		check := func(when string, wantCorrupt bool) {
+			t.Helper()
+			if err := lastErr(); !errors.Is(err, legrpc.ErrNoLeader) || errors.Is(err, entry.ErrCorruptRecord) != wantCorrupt {
+				t.Errorf("%s: gRPC's last error is %v; want ErrNoLeader, carrying ErrCorruptRecord: %v", when, err, wantCorrupt)
+			}
+		}
+
+		// Corrupt for a while mid-term, then the same record again: the
+		// reads are answered, and the expiry is told without a cause.
+		time.Sleep(term / 4)
+		corrupt()
+		time.Sleep(2 * time.Second)
+		set(1, "a", expiry)
+		time.Sleep(time.Until(expiry) + 2*time.Second)
+		check("the term ended after the record was readable again", false)
+
+		// Corrupt when the term ends.
+		expiry = time.Now().Add(term)
+		set(2, "a", expiry)
+		time.Sleep(watchBackoffCap)
+		corrupt()
+		time.Sleep(time.Until(expiry) + 2*time.Second)
+		check("the term ended while the record was corrupt", true)
+
+		// A record that turns corrupt once no leader is known.
 		set(10, "b", time.Now().Add(-time.Second))
 		time.Sleep(watchBackoffCap)
-		if err := lastErr(); !errors.Is(err, legrpc.ErrNoLeader) || errors.Is(err, entry.ErrCorruptRecord) {
-			t.Fatalf("after an expired record was read: gRPC's last error is %v; want ErrNoLeader alone", err)
-		}
-		p.d.SetRaw([]byte("garbage"))
+		check("after an expired record was read", false)
+		corrupt()
 		time.Sleep(2 * time.Second)
-		if err := lastErr(); !errors.Is(err, legrpc.ErrNoLeader) || !errors.Is(err, entry.ErrCorruptRecord) {
-			t.Errorf("the record turned corrupt with no leader known: gRPC's last error is %v; want ErrNoLeader carrying ErrCorruptRecord", err)
-		}
+		check("the record turned corrupt with no leader known", true)
 
 		set(20, "c", time.Now().Add(time.Hour))
 		time.Sleep(watchBackoffCap)
@@ -379,6 +396,33 @@ func TestResolverReportsARecordTurnedCorrupt(t *testing.T) {
 		defer rec.mu.Unlock()
 		if s := rec.states[len(rec.states)-1]; len(s.Addresses) != 1 || s.Addresses[0].Addr != "c:443" {
 			t.Errorf("a good record again: gRPC's last state is %+v; want c:443", s)
+		}
+	})
+}
+
+// failingPush is a store whose reads work and whose push channel fails.
+type failingPush struct{ polling }
+
+func (*failingPush) WaitForChange(context.Context, entry.LeaderToken) (*entry.RaceEntry, error) {
+	return nil, errors.New("LISTEN: permission denied")
+}
+
+// A push channel that fails is not a record that cannot be read: the reads
+// the watcher falls back on are answered, and the error gRPC gets when the
+// term ends says nothing of the channel.
+func TestResolverPushFailureIsNotAReadFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const term = 10 * time.Second
+		p := &failingPush{polling{d: memory.NewDecider()}}
+		put(t, p, "a", true, time.Now().Add(term), nil)
+		rec, r := build(t, leaderelection.WatchConfig{Decider: p, MaxClockSkew: time.Second})
+		defer r.Close()
+		time.Sleep(term + 2*time.Second)
+		synctest.Wait()
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if err := rec.errs[len(rec.errs)-1]; !errors.Is(err, legrpc.ErrNoLeader) || strings.Contains(err.Error(), "LISTEN") {
+			t.Errorf("the term ended, the record read fine: gRPC's last error is %v; want ErrNoLeader, without the push channel's error", err)
 		}
 	})
 }

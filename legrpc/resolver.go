@@ -117,6 +117,11 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts res
 		poke:          make(chan struct{}, 1),
 		configs:       map[string]*serviceconfig.ParseResult{},
 	}
+	cfg.Observer = leaderelection.Observers(cfg.Observer, leaderelection.ObserverFunc(func(e leaderelection.Event) {
+		if e.Kind == leaderelection.EventStoreRequest && e.Op == leaderelection.OpRead && e.Result != leaderelection.ResultCanceled {
+			r.readDone(e.Err)
+		}
+	}))
 	userOnError := cfg.OnError
 	cfg.OnError = func(ctx context.Context, err error) {
 		r.readFailed(err)
@@ -173,10 +178,10 @@ type electionResolver struct {
 	// stopped is the error that stopped the watcher (a refusal), until
 	// the store answers a read again: rec may be out of date meanwhile.
 	stopped error
-	// failing is the last read's error while reads fail (the watcher's,
-	// or one of our own), until one succeeds: once rec's term has ended,
-	// it says why no newer record is known (a record turned corrupt, a
-	// store that times out).
+	// failing is the error of the last read of the record while reads
+	// fail (the watcher's, seen through its Observer, or one of our own),
+	// nil once one is answered. While no leader is known it says why no
+	// newer record is (a record turned corrupt, a store that times out).
 	failing error
 	// ender ends rec at its expiry and reads the record again then: rec
 	// may have come from a read of our own, which the watcher has not seen
@@ -247,6 +252,7 @@ func (r *electionResolver) refresh(ctx context.Context, b backoff) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
+			r.readDone(err)
 			r.readFailed(fmt.Errorf("reading %s: %w", r.store, err))
 		case rec != nil:
 			r.offer(rec)
@@ -309,6 +315,7 @@ func (r *electionResolver) readUntilAnswered(ctx context.Context, b *backoff, fa
 			r.offer(rec)
 			return true
 		}
+		r.readDone(err)
 		failed(fmt.Errorf("reading %s: %w", r.store, err))
 		if !r.clock.SleepFor(ctx, b.next()) {
 			return false
@@ -387,7 +394,7 @@ func (r *electionResolver) watched(c leaderelection.Change) {
 		// the watcher or a read of our own, replaces the absence.
 		r.takeLocked(&entry.RaceEntry{ElectionNumber: entry.NoElections}, false)
 		r.deleted = true
-		r.stopped, r.failing = nil, nil
+		r.stopped = nil
 		r.updateLocked()
 		return
 	}
@@ -398,7 +405,7 @@ func (r *electionResolver) watched(c leaderelection.Change) {
 func (r *electionResolver) offer(rec *entry.RaceEntry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.failing = nil
+	r.readDoneLocked(nil)
 	r.offerLocked(rec, false)
 }
 
@@ -414,7 +421,6 @@ func (r *electionResolver) offerLocked(rec *entry.RaceEntry, expired bool) {
 	r.stopped = nil
 	switch {
 	case r.rec == nil || rec.NewerThan(r.rec):
-		r.failing = nil // (read, as the watcher's clock ends only rec's term)
 		r.takeLocked(rec, expired)
 	case rec.Term == r.rec.Term && rec.ElectionNumber == r.rec.ElectionNumber && !r.expired &&
 		(expired || !rec.Released && rec.ElectionNumber != entry.NoElections && !r.clock.Now().Before(rec.TermExpiry)):
@@ -467,6 +473,9 @@ func (r *electionResolver) takeLocked(rec *entry.RaceEntry, expired bool) {
 			cancel()
 			r.mu.Lock()
 			defer r.mu.Unlock()
+			if !r.closed {
+				r.readDoneLocked(err)
+			}
 			switch {
 			case r.closed:
 			case err == nil && rec != nil && rec.NewerThan(r.rec):
@@ -474,9 +483,6 @@ func (r *electionResolver) takeLocked(rec *entry.RaceEntry, expired bool) {
 				// meanwhile, too.)
 				r.offerLocked(rec, false)
 			case r.rec == held && !r.expired:
-				if err != nil {
-					r.failing = fmt.Errorf("reading %s: %w", r.store, err)
-				}
 				r.expired = true
 				r.updateLocked()
 			}
@@ -490,18 +496,47 @@ const enderRead = time.Second
 
 // readFailed reports a failed read to gRPC while the client has nothing
 // better, so that calls that do not wait for ready fail with the cause
-// instead of waiting for a first resolution that may not come, or instead
-// of a bare "term expired" once the last leader known is gone.
+// instead of waiting for a first resolution that may not come.
 func (r *electionResolver) readFailed(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.failing = err
-	switch {
-	case r.rec == nil:
+	if r.rec == nil {
 		r.cc.ReportError(fmt.Errorf("legrpc: election %q: %w", r.name, err))
-	case strings.HasPrefix(r.pushed, noLeader):
+	}
+}
+
+// readDone takes note of a read's outcome (err nil when answered).
+func (r *electionResolver) readDone(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.readDoneLocked(err)
+}
+
+func (r *electionResolver) readDoneLocked(err error) {
+	if err != nil {
+		err = fmt.Errorf("reading %s: %w", r.store, err)
+	}
+	was := failClass(r.failing)
+	r.failing = err
+	if failClass(err) != was && strings.HasPrefix(r.pushed, noLeader) {
+		// gRPC's error gains, or loses, the cause.
 		r.updateLocked()
 	}
+}
+
+// failClass sorts read errors for electionResolver.pushed, so that gRPC is
+// told again when the kind of failure changes, not at every failed read
+// (whose errors may each carry a request id).
+func failClass(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, entry.ErrCorruptRecord):
+		return "\x00corrupt"
+	case errors.Is(err, leaderelection.ErrRefused):
+		return "\x00refused"
+	}
+	return "\x00failing"
 }
 
 // noLeader starts electionResolver.pushed when gRPC was told of no leader.
@@ -525,13 +560,12 @@ func (r *electionResolver) updateLocked() {
 	}
 	if why != "" {
 		key := noLeader + why
-		switch {
-		case r.stopped != nil:
+		if r.stopped != nil {
 			// The error gRPC gets carries the refusal: once the store
 			// answers, the same state is handed over again without it.
 			key += stoppedMark
-		case r.failing != nil:
-			key += "\x00" + r.failing.Error()
+		} else {
+			key += failClass(r.failing)
 		}
 		if r.pushed == key {
 			return
@@ -551,7 +585,7 @@ func (r *electionResolver) updateLocked() {
 			// A newer record may exist: say why none is known.
 			err = fmt.Errorf("%w (%w)", err, r.stopped)
 		case r.failing != nil:
-			err = fmt.Errorf("%w (and the record cannot be read: %w)", err, r.failing)
+			err = fmt.Errorf("%w (and %w)", err, r.failing)
 		}
 		r.cc.ReportError(err)
 		return
