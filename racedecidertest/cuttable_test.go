@@ -13,8 +13,9 @@ import (
 	"github.com/racedecider/leaderelection/racedecidertest"
 )
 
-// A cut ends a WaitForChange already in progress, as it fails the calls
-// made during it, and a restored Access waits again.
+// A cut ends a WaitForChange already in progress, even a cut over before it
+// returns, as it fails the calls made during it, and a restored Access waits
+// again.
 func TestCuttableCutsAWaitInProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.NewDecider()
@@ -48,7 +49,21 @@ func TestCuttableCutsAWaitInProgress(t *testing.T) {
 			t.Errorf("a read during the cut returned %v; want context.DeadlineExceeded", err)
 		}
 
+		// A cut that is over before the wait returns fails it too.
 		acc.Cut(false)
+		done = wait()
+		acc.Cut(true)
+		acc.Cut(false)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("the wait in progress at a brief cut returned %v; want context.DeadlineExceeded", err)
+			}
+		default:
+			t.Fatal("the wait in progress at a brief cut still waits")
+		}
+
 		done = wait()
 		select {
 		case err := <-done:

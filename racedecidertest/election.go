@@ -243,8 +243,8 @@ func RunElection(t *testing.T, newAccess func(t *testing.T, candidate int) Acces
 // unreachable store would (context.DeadlineExceeded) until it is restored.
 // It forwards change notifications when d pushes them; a cut notifier fails
 // too, a wait already in progress at once, and so does a call whose answer
-// comes during a cut (a write may then have been applied: its answer was
-// lost).
+// comes after a cut began, even one already over (a write may then have been
+// applied: its answer was lost).
 func Cuttable(d leaderelection.RaceDecider) Access {
 	c := &cuttable{d: d, cutCh: make(chan struct{})}
 	if n, ok := d.(leaderelection.ChangeNotifier); ok {
@@ -273,36 +273,23 @@ func (c *cuttable) setCut(cut bool) {
 }
 
 // call runs f unless the store is cut off, and fails it if a cut started
-// before its answer came.
-func call[T any](c *cuttable, f func() (T, error)) (T, error) {
+// before its answer came; f's context ends at such a cut.
+func call[T any](ctx context.Context, c *cuttable, f func(context.Context) (T, error)) (T, error) {
 	var zero T
-	if c.cut.Load() {
-		return zero, context.DeadlineExceeded
-	}
-	v, err := f()
-	if c.cut.Load() {
-		return zero, context.DeadlineExceeded
-	}
-	return v, err
-}
-
-func (c *cuttable) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
-	return call(c, func() (*entry.RaceEntry, error) { return c.d.ReadCurrent(ctx) })
-}
-
-func (c *cuttable) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
-	return call(c, func() (entry.LeaderToken, error) { return c.d.WriteEntry(ctx, e) })
-}
-
-type cuttablePush struct {
-	*cuttable
-	n leaderelection.ChangeNotifier
-}
-
-func (c *cuttablePush) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*entry.RaceEntry, error) {
 	c.mu.Lock()
 	cutCh := c.cutCh
 	c.mu.Unlock()
+	cutOff := func() bool {
+		select {
+		case <-cutCh:
+			return true
+		default:
+			return false
+		}
+	}
+	if cutOff() {
+		return zero, context.DeadlineExceeded
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -312,7 +299,28 @@ func (c *cuttablePush) WaitForChange(ctx context.Context, tok entry.LeaderToken)
 		case <-ctx.Done():
 		}
 	}()
-	return call(c.cuttable, func() (*entry.RaceEntry, error) { return c.n.WaitForChange(ctx, tok) })
+	v, err := f(ctx)
+	if cutOff() {
+		return zero, context.DeadlineExceeded
+	}
+	return v, err
+}
+
+func (c *cuttable) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	return call(ctx, c, c.d.ReadCurrent)
+}
+
+func (c *cuttable) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	return call(ctx, c, func(ctx context.Context) (entry.LeaderToken, error) { return c.d.WriteEntry(ctx, e) })
+}
+
+type cuttablePush struct {
+	*cuttable
+	n leaderelection.ChangeNotifier
+}
+
+func (c *cuttablePush) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*entry.RaceEntry, error) {
+	return call(ctx, c.cuttable, func(ctx context.Context) (*entry.RaceEntry, error) { return c.n.WaitForChange(ctx, tok) })
 }
 
 // AcquireEnds campaigns on d (TermLength 2s, MaxClockSkew 100ms) and returns
