@@ -109,8 +109,13 @@ func (h *HealthCheck) Observe(e Event) {
 	}
 	switch e.Kind {
 	case EventStarted, EventWatchStarted:
-		if s.campaigns+s.watches == 0 {
-			s.since = now // judged afresh
+		switch {
+		case s.campaigns+s.watches == 0:
+			s.since, s.pausedUntil = now, time.Time{} // judged afresh
+		case e.Kind == EventWatchStarted && s.watches == 0:
+			// Judged through a pause from now on (see Check): quiet
+			// counts from now, or from the pause's end if it is over.
+			s.since = maxTime(s.since, minTime(now, s.pausedUntil))
 		}
 		if e.Kind == EventStarted {
 			s.campaigns++
@@ -122,6 +127,9 @@ func (h *HealthCheck) Observe(e Event) {
 	case EventStopped:
 		s.campaigns = max(s.campaigns-1, 0)
 		s.leading, s.acquireErr = false, failure(e.Err)
+		if s.campaigns == 0 {
+			s.pausedUntil = time.Time{} // the pause ended with its Acquire
+		}
 	case EventWatchStopped:
 		s.watches = max(s.watches-1, 0)
 		s.watchErr = failure(e.Err)

@@ -103,36 +103,82 @@ func TestHealthCheckPauseAfterEarlyReturn(t *testing.T) {
 // TestHealthCheckWatchJudgedThroughPause: a candidate's pause after an early
 // return makes no request, but a Watch on the same election reads on: one
 // cut off from the store during the pause is reported within MaxQuiet, not
-// only MaxQuiet after the pause (which reaches 8 to 16 TermLengths).
+// only MaxQuiet after the pause (which reaches 8 to 16 TermLengths). A Watch
+// started during the pause is judged from its start, not from the last
+// request before the pause.
 func TestHealthCheckWatchJudgedThroughPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		acc := racedecidertest.Cuttable(memory.NewDecider())
 		hc := &leaderelection.HealthCheck{MaxQuiet: 30 * time.Second}
-		longPause := make(chan struct{})
-		var once sync.Once
-		obs := leaderelection.Observers(hc, leaderelection.ObserverFunc(func(e leaderelection.Event) {
-			if e.Kind == leaderelection.EventPaused && time.Until(e.Expiry) > 6*term {
-				once.Do(func() { close(longPause) })
-			}
-		}))
-		cfg := leaderelection.Config{Decider: acc.Decider, LeaderID: "a", TermLength: term, MaxClockSkew: skew, Observer: obs,
-			OnElected: func(context.Context, *leaderelection.TimeView) {}} // returns at once: pauses double
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go func() { _ = cfg.Acquire(ctx) }()
+		defer startLongPause(t, acc.Decider, hc)()
+		time.Sleep(hc.MaxQuiet + time.Second)
+		acc.Cut(true)
+		defer acc.Cut(false)
 		_, stop := startWatch(t, leaderelection.WatchConfig{Decider: acc.Decider, Observer: hc})
 		defer stop()
-		<-longPause
+		synctest.Wait()
 		if err := hc.Check(); err != nil {
-			t.Fatalf("at the start of a long pause: %v, want healthy", err)
+			t.Fatalf("a watch started %v into a pause, its reads failing: %v, want healthy until MaxQuiet", hc.MaxQuiet+time.Second, err)
 		}
-		acc.Cut(true)
-		time.Sleep(hc.MaxQuiet + 10*time.Second) // well within the pause
+		time.Sleep(hc.MaxQuiet + 10*time.Second) // 72 s into a pause of 80 s or more
 		if err := hc.Check(); err == nil || !strings.Contains(err.Error(), "no answer from the store") {
 			t.Errorf("the watch cut off for MaxQuiet + 10 s, during the candidate's pause: %v, want it reported", err)
 		}
-		acc.Cut(false)
 	})
+}
+
+// TestHealthCheckPauseEndsWithItsAcquire: an Acquire stopped during its pause
+// and started again on a store it cannot reach is reported within MaxQuiet,
+// not only once the old pause would have ended.
+func TestHealthCheckPauseEndsWithItsAcquire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		acc := racedecidertest.Cuttable(memory.NewDecider())
+		hc := &leaderelection.HealthCheck{MaxQuiet: 30 * time.Second}
+		startLongPause(t, acc.Decider, hc)()
+		acc.Cut(true)
+		defer acc.Cut(false)
+		cfg := leaderelection.Config{Decider: acc.Decider, LeaderID: "a2", TermLength: term, MaxClockSkew: skew, Observer: hc,
+			OnElected: func(ctx context.Context, _ *leaderelection.TimeView) { <-ctx.Done() }}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- cfg.Acquire(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("the restarted Acquire: %v", err)
+			}
+		}()
+		time.Sleep(hc.MaxQuiet + 10*time.Second)
+		if err := hc.Check(); err == nil || !strings.Contains(err.Error(), "no answer from the store") {
+			t.Errorf("an Acquire restarted on a cut-off store, during the pause of the one before: %v, want it reported", err)
+		}
+	})
+}
+
+// startLongPause campaigns on d with an OnElected that returns at once, so
+// that its pauses double, until one of 8 terms or more begins. It returns a
+// func that stops the Acquire and waits for it to return.
+func startLongPause(t *testing.T, d leaderelection.RaceDecider, hc *leaderelection.HealthCheck) (stop func()) {
+	longPause := make(chan struct{})
+	var once sync.Once
+	obs := leaderelection.Observers(hc, leaderelection.ObserverFunc(func(e leaderelection.Event) {
+		if e.Kind == leaderelection.EventPaused && time.Until(e.Expiry) >= 8*term {
+			once.Do(func() { close(longPause) })
+		}
+	}))
+	cfg := leaderelection.Config{Decider: d, LeaderID: "a", TermLength: term, MaxClockSkew: skew, Observer: obs,
+		OnElected: func(context.Context, *leaderelection.TimeView) {}}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- cfg.Acquire(ctx) }()
+	<-longPause
+	if err := hc.Check(); err != nil {
+		t.Fatalf("at the start of a long pause: %v, want healthy", err)
+	}
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // TestHealthCheckReleasingIsNotLeading: once OnElected has returned, the
