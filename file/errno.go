@@ -10,7 +10,8 @@ import (
 // refusedErrnos are the filesystem's answers that will not change until
 // someone changes the setup. ENOENT is among them because the callers of
 // classify handle a missing record themselves: any ENOENT left is a missing
-// directory, which is a missing store, never "no record yet". The lock
+// directory, which is a missing store, never "no record yet" (but for the
+// rename's, see classify). The lock
 // errors come from flock on a filesystem without lock support (NFSv3
 // without lockd answers ENOLCK).
 var refusedErrnos = []error{

@@ -15,9 +15,10 @@ import (
 // unchanged otherwise (an unknown outcome, or a lost race or context error
 // already classified). Permission denied (EACCES, EPERM) is a refusal.
 //
-// Callers pass it only errors met before the record was replaced, which
-// prove that the write was not applied; an error after the rename (syncing
-// the directory) leaves the outcome unknown and must not go through here.
+// Callers pass it only errors met up to the rename, which prove that the
+// write was not applied, but for the rename's own ENOENT, left unknown
+// below; an error after the rename (syncing the directory) leaves the
+// outcome unknown and must not go through here.
 func classify(err error) error {
 	switch {
 	case err == nil:

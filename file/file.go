@@ -56,9 +56,10 @@
 // (entry.ErrRefused): the write was not applied and will not be until
 // someone changes the setup. A full filesystem or exhausted quota is
 // reported as throttled (entry.ErrThrottled): the write was not applied,
-// and the condition heals once space is freed. Any other error, and any
-// error once the record has been renamed into place, leaves the outcome
-// unknown.
+// and the condition heals once space is freed. Any other error, a rename
+// that finds its temporary file gone (on NFS, a rename retransmitted after
+// its reply was lost), and any error once the record has been renamed into
+// place leave the outcome unknown.
 //
 // # Tokens
 //

@@ -12,8 +12,8 @@ func lockingSupported() error {
 	return errors.New("file locking (flock) is not supported on " + runtime.GOOS)
 }
 
-// openNonblock: NewDecider refuses to run here (lockingSupported), and
-// js, wasip1 and plan9 have no such flag.
+// openNonblock: NewDecider refuses to run on platforms without flock
+// (lockingSupported), some of which (js, wasip1, plan9) have no such flag.
 const openNonblock = 0
 
 func tryFlock(*os.File) (bool, error) { return false, lockingSupported() }
