@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -763,5 +764,63 @@ func TestEchoingPushChannelDoesNotLoop(t *testing.T) {
 		}
 		stopB()
 		stopA()
+	})
+}
+
+// ignoringWrites is a store whose write number hang ignores its context
+// for 2.5 terms, as a client that does not honour it would.
+type ignoringWrites struct {
+	leaderelection.RaceDecider
+	hang   int32
+	writes atomic.Int32
+	hung   chan struct{}
+}
+
+func (s *ignoringWrites) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	if s.writes.Add(1) == s.hang {
+		close(s.hung)
+		time.Sleep(term * 5 / 2)
+	}
+	return s.RaceDecider.WriteEntry(ctx, e)
+}
+
+// An OnElected that returns while the term is held is paused after, also
+// when an extension in flight outlives the term, so that the tenure ends
+// as expired rather than released (it used to campaign again at once).
+func TestEarlyReturnPausedWhenTheTermRunsOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &ignoringWrites{RaceDecider: memory.NewDecider(), hang: 2, hung: make(chan struct{})}
+		var mu sync.Mutex
+		var reasons []string
+		elected, pausedAfter := 0, 0
+		cfg := leaderelection.Config{Decider: d, LeaderID: "a", TermLength: term, MaxClockSkew: skew,
+			Observer: leaderelection.ObserverFunc(func(e leaderelection.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case e.Kind == leaderelection.EventElected:
+					elected++
+				case e.Kind == leaderelection.EventOusted:
+					reasons = append(reasons, string(e.Reason))
+				case e.Kind == leaderelection.EventPaused && pausedAfter == 0:
+					pausedAfter = elected
+				}
+			}),
+			OnElected: func(ctx context.Context, _ *leaderelection.TimeView) {
+				select {
+				case <-d.hung: // the first extension is in flight
+				case <-ctx.Done():
+				}
+			}}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go func() { _ = cfg.Acquire(ctx) }()
+		time.Sleep(4 * term)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(reasons) == 0 || reasons[0] != string(leaderelection.OustExpired) || pausedAfter != 1 {
+			t.Errorf("tenures ended %v; the first pause came after %d tenures (0: none); want the first ended expired, then a pause", reasons, pausedAfter)
+		}
 	})
 }

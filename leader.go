@@ -69,11 +69,13 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 	}()
 
 	electedDone := make(chan struct{})
-	returned := false // OnElected returned while electedCtx was live
+	// returned: OnElected returned while the term was held (not on
+	// seeing it over, nor for the elected context's end).
+	returned := false
 	go func() {
 		defer close(electedDone)
 		cd.OnElected(electedCtx, tv)
-		returned = electedCtx.Err() == nil
+		returned = electedCtx.Err() == nil && tv.ValueInFuture()
 		// OnElected returning early ends the tenure like a shutdown.
 		cancelElected()
 	}()
@@ -136,6 +138,11 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 	tv.end()
 
 	shutdown, release := ctx.Err() != nil, false
+	// A tenure whose OnElected returned while the term was held ended
+	// early, whatever ended it next (a Guard draining its calls past the
+	// term, an extension that hung, a successor), and is paused after.
+	// The OnElected a Guard wraps says so through the TimeView.
+	early = !shutdown && (returned || tv.returnedEarly.Load())
 	ousted := Event{Kind: EventOusted, LeaderID: cd.LeaderID, Term: cur.Term, Expiry: cur.TermExpiry}
 	switch {
 	case err != nil:
@@ -145,12 +152,8 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 		cd.log.Info("lost leadership: another candidate holds the record", "term", cur.Term, "holder", after.LeaderID)
 		ousted.Reason = OustSuperseded
 	case !stillHeld:
-		// The OnElected a Guard wraps may have returned while the term
-		// was held, and the Guard then drained its calls past the term:
-		// a tenure ended early all the same, paused after like any other.
-		early = tv.returnedEarly.Load() && !shutdown
 		if early {
-			cd.log.Warn("OnElected returned, then its term ran out before it could be released (a Guard's calls outlived it)", "term", cur.Term)
+			cd.log.Warn("OnElected returned, then its term ran out before it could be released", "term", cur.Term)
 		} else {
 			cd.log.Warn("leadership expired: the term ran out before it was extended or released", "term", cur.Term)
 		}
@@ -161,7 +164,7 @@ func (cd *candidate) lead(ctx context.Context, rec *entry.RaceEntry) (next *entr
 		cd.pending = nil
 	default:
 		// Shutdown, or OnElected returned while the term was held.
-		early, release = returned && !shutdown, true
+		release = true
 		ousted.Reason = OustReleased
 		switch {
 		case shutdown:
