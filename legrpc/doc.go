@@ -18,7 +18,8 @@
 // expired) it hands gRPC no address and an error wrapping [ErrNoLeader]:
 // calls that wait for ready wait, the others fail with codes.Unavailable.
 // While reads of the record fail (a record turned corrupt, a store that
-// times out), that error carries the last one's cause.
+// times out), that error carries the cause of a recent one, told again when
+// the kind of failure changes.
 // At a term's expiry the resolver reads the record before it drops the
 // leader, so that one that extended on time keeps its clients' connections.
 //

@@ -426,3 +426,39 @@ func TestResolverPushFailureIsNotAReadFailure(t *testing.T) {
 		}
 	})
 }
+
+// failableReads is a pushing store whose reads fail while fail is set.
+type failableReads struct {
+	*memory.Decider
+	fail atomic.Bool
+}
+
+func (f *failableReads) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	if f.fail.Load() {
+		return nil, errors.New("read: connection reset")
+	}
+	return f.Decider.ReadCurrent(ctx)
+}
+
+// A change pushed by the store is an answer: the cause of a read that
+// failed before it does not ride on the error gRPC gets for it.
+func TestResolverPushedChangeClearsTheCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &failableReads{Decider: memory.NewDecider()}
+		put(t, f, "a", true, time.Now().Add(time.Hour), nil)
+		rec, r := build(t, leaderelection.WatchConfig{Decider: f, MaxClockSkew: time.Second, PollInterval: time.Second})
+		defer r.Close()
+		synctest.Wait()
+		f.fail.Store(true)
+		r.ResolveNow(resolver.ResolveNowOptions{}) // a read of the resolver's own, which fails
+		time.Sleep(time.Second)
+		f.fail.Store(false)
+		put(t, f, "a", false, time.Now(), func(e *entry.RaceEntry) { e.Released = true })
+		synctest.Wait()
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if err := rec.errs[len(rec.errs)-1]; !errors.Is(err, legrpc.ErrNoLeader) || strings.Contains(err.Error(), "connection reset") {
+			t.Errorf("after a pushed release: gRPC's last error is %v; want ErrNoLeader without the earlier read's failure", err)
+		}
+	})
+}

@@ -389,6 +389,11 @@ func (b *backoff) reset() { b.cur = 0 }
 func (r *electionResolver) watched(c leaderelection.Change) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if c.Kind != leaderelection.TermExpired {
+		// Read or pushed: the store answered. (An expiry may come from
+		// the watcher's clock alone.)
+		r.failing = nil
+	}
 	if c.Kind == leaderelection.RecordDeleted {
 		// Nobody leads until a new record is written; the next one, from
 		// the watcher or a read of our own, replaces the absence.
