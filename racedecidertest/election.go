@@ -242,9 +242,9 @@ func RunElection(t *testing.T, newAccess func(t *testing.T, candidate int) Acces
 // Cuttable returns an Access to d whose Cut makes every call fail as an
 // unreachable store would (context.DeadlineExceeded) until it is restored.
 // It forwards change notifications when d pushes them; a cut notifier fails
-// too, a wait already in progress at once, and so does a call whose answer
-// comes after a cut began, even one already over (a write may then have been
-// applied: its answer was lost).
+// too. A call in progress when a cut begins (a read, a write, a wait) has its
+// context ended at once and fails, even if the cut is over before it returns
+// (a write may then have been applied: its answer was lost).
 func Cuttable(d leaderelection.RaceDecider) Access {
 	c := &cuttable{d: d, cutCh: make(chan struct{})}
 	if n, ok := d.(leaderelection.ChangeNotifier); ok {
