@@ -56,7 +56,7 @@ func (c Config) Acquire(ctx context.Context) error {
 	// A waiting candidate on a store that pushes changes may not read
 	// for as long as its leader lives: its waits are its requests.
 	cd.waiter.h = cd.obs
-	cd.obs.send(Event{Kind: EventStarted})
+	cd.obs.send(Event{Kind: EventStarted, LeaderID: cd.LeaderID})
 	if cd.spacing > 0 {
 		if cd.TermLength < 4*cd.spacing {
 			// Extensions come every half term; with a retry each, they
@@ -72,7 +72,7 @@ func (c Config) Acquire(ctx context.Context) error {
 		// the caller stopped us, and that is what we report.
 		err = ctx.Err()
 	}
-	cd.obs.stopped(err)
+	cd.obs.stopped(cd.LeaderID, err)
 	return err
 }
 
@@ -295,7 +295,7 @@ func (cd *candidate) leadAndPause(ctx context.Context, rec *entry.RaceEntry) (*e
 	}
 	pause := cd.tenures.next()
 	cd.log.Info("OnElected returned while the term was held; pausing before campaigning again", "pause", pause)
-	cd.obs.send(Event{Kind: EventPaused, Expiry: cd.Clock.Now().Add(pause)})
+	cd.obs.send(Event{Kind: EventPaused, LeaderID: cd.LeaderID, Expiry: cd.Clock.Now().Add(pause)})
 	if !cd.Clock.SleepFor(ctx, pause) {
 		return nil, ctx.Err()
 	}

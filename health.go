@@ -27,7 +27,7 @@ import (
 //     answered (successfully, or with a lost race) for longer than MaxQuiet:
 //     the store is unreachable or the campaign is stuck. A candidate's
 //     pause after OnElected returned early (EventPaused) is not quiet,
-//     unless a Watch on the election runs meanwhile;
+//     unless another Acquire or a Watch on the election runs meanwhile;
 //   - Acquire or Watch returned with an error other than its context's (a
 //     store that refuses for good), and has not been called anew since.
 //
@@ -73,10 +73,11 @@ type health struct {
 	expiry  time.Time
 	// since: when judging began, or the last answered request.
 	since time.Time
-	// pausedUntil: the end of a candidate's pause after OnElected returned
-	// early, which makes no request. A Watch on the election is judged
-	// through it: its reads go on.
-	pausedUntil time.Time
+	// pauses: when each running candidate's pause after OnElected
+	// returned early ends, by LeaderID. A pause makes no request: the
+	// election is excused from MaxQuiet while every Acquire on it is in
+	// one and no Watch runs (see pausedUntil).
+	pauses map[string]time.Time
 	// campaigns and watches: the Acquire and Watch calls running.
 	campaigns, watches int
 	// acquireErr and watchErr: what the last Acquire and Watch returned,
@@ -111,13 +112,14 @@ func (h *HealthCheck) Observe(e Event) {
 	case EventStarted, EventWatchStarted:
 		switch {
 		case s.campaigns+s.watches == 0:
-			s.since, s.pausedUntil = now, time.Time{} // judged afresh
+			s.since, s.pauses = now, nil // judged afresh
 		case e.Kind == EventWatchStarted && s.watches == 0:
 			// Judged through a pause from now on (see Check): quiet
 			// counts from now, or from the pause's end if it is over.
-			s.since = maxTime(s.since, minTime(now, s.pausedUntil))
+			s.since = maxTime(s.since, minTime(now, s.pausedUntil()))
 		}
 		if e.Kind == EventStarted {
+			delete(s.pauses, e.LeaderID)
 			s.campaigns++
 			s.leading, s.acquireErr = false, nil
 		} else {
@@ -127,9 +129,7 @@ func (h *HealthCheck) Observe(e Event) {
 	case EventStopped:
 		s.campaigns = max(s.campaigns-1, 0)
 		s.leading, s.acquireErr = false, failure(e.Err)
-		if s.campaigns == 0 {
-			s.pausedUntil = time.Time{} // the pause ended with its Acquire
-		}
+		delete(s.pauses, e.LeaderID) // a pause ends with its Acquire
 	case EventWatchStopped:
 		s.watches = max(s.watches-1, 0)
 		s.watchErr = failure(e.Err)
@@ -138,12 +138,30 @@ func (h *HealthCheck) Observe(e Event) {
 	case EventOusted:
 		s.leading = false
 	case EventPaused:
-		s.pausedUntil = maxTime(s.pausedUntil, e.Expiry)
+		if s.pauses == nil {
+			s.pauses = map[string]time.Time{}
+		}
+		s.pauses[e.LeaderID] = e.Expiry
 	case EventStoreRequest:
 		if e.Result == ResultOK || e.Result == ResultRaceLost {
 			s.since = maxTime(s.since, now)
 		}
 	}
+}
+
+// pausedUntil is when the first of the running candidates' pauses ends,
+// while every one of them has paused; zero otherwise.
+func (s *health) pausedUntil() time.Time {
+	if s.campaigns == 0 || len(s.pauses) < s.campaigns {
+		return time.Time{}
+	}
+	var first time.Time
+	for _, end := range s.pauses {
+		if first.IsZero() || end.Before(first) {
+			first = end
+		}
+	}
+	return first
 }
 
 // failure is err, unless it is nil or a context's error.
@@ -169,11 +187,12 @@ func (h *HealthCheck) Check() error {
 	var errs []error
 	for _, name := range names {
 		s := h.elections[name]
-		quiet := now.Sub(s.since)
-		if s.watches == 0 {
-			// No request until the pause ends: quiet counts from then.
-			quiet = now.Sub(maxTime(s.since, s.pausedUntil))
+		// No request until a pause ends: quiet counts from then.
+		from, pause := s.since, ""
+		if p := s.pausedUntil(); s.watches == 0 && p.After(from) {
+			from, pause = p, " since its candidates' pause ended"
 		}
+		quiet := now.Sub(from)
 		switch {
 		case s.acquireErr != nil:
 			errs = append(errs, fmt.Errorf("election %s: Acquire ended: %w", name, s.acquireErr))
@@ -185,8 +204,8 @@ func (h *HealthCheck) Check() error {
 		case s.campaigns+s.watches > 0 && !s.leading && h.MaxQuiet > 0 && quiet > h.MaxQuiet:
 			// (A leader writes only at its extensions, and one that
 			// cannot is judged by its expiry, above.)
-			errs = append(errs, fmt.Errorf("election %s: no answer from the store for %s (MaxQuiet %s)",
-				name, quiet.Round(time.Millisecond), h.MaxQuiet))
+			errs = append(errs, fmt.Errorf("election %s: no answer from the store for %s%s (MaxQuiet %s)",
+				name, quiet.Round(time.Millisecond), pause, h.MaxQuiet))
 		}
 	}
 	if len(errs) == 0 {

@@ -127,31 +127,58 @@ func TestHealthCheckWatchJudgedThroughPause(t *testing.T) {
 	})
 }
 
-// TestHealthCheckPauseEndsWithItsAcquire: an Acquire stopped during its pause
-// and started again on a store it cannot reach is reported within MaxQuiet,
-// not only once the old pause would have ended.
+// TestHealthCheckPauseEndsWithItsAcquire: a candidate's pause excuses no
+// other Acquire on the election: not one that runs beside it, nor one
+// started after it was stopped, on a store it cannot reach (both used to be
+// judged only once the pause would have ended). The two Cuttables on one
+// store are one election to HealthCheck.
 func TestHealthCheckPauseEndsWithItsAcquire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		acc := racedecidertest.Cuttable(memory.NewDecider())
-		hc := &leaderelection.HealthCheck{MaxQuiet: 30 * time.Second}
-		startLongPause(t, acc.Decider, hc)()
-		acc.Cut(true)
-		defer acc.Cut(false)
-		cfg := leaderelection.Config{Decider: acc.Decider, LeaderID: "a2", TermLength: term, MaxClockSkew: skew, Observer: hc,
-			OnElected: func(ctx context.Context, _ *leaderelection.TimeView) { <-ctx.Done() }}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- cfg.Acquire(ctx) }()
-		defer func() {
-			cancel()
-			if err := <-done; !errors.Is(err, context.Canceled) {
-				t.Errorf("the restarted Acquire: %v", err)
+		mem := memory.NewDecider()
+		accA, accB := racedecidertest.Cuttable(mem), racedecidertest.Cuttable(mem)
+		hc := &leaderelection.HealthCheck{MaxQuiet: 20 * time.Second}
+		_, stopWatch := startWatch(t, leaderelection.WatchConfig{Decider: accA.Decider, Observer: hc})
+		stopA := startLongPause(t, accA.Decider, hc)
+		accB.Cut(true)
+		defer accB.Cut(false)
+		campaignB := func(id string) (stop func()) {
+			cfg := leaderelection.Config{Decider: accB.Decider, LeaderID: id, TermLength: term, MaxClockSkew: skew, Observer: hc,
+				OnElected: func(ctx context.Context, _ *leaderelection.TimeView) { <-ctx.Done() }}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- cfg.Acquire(ctx) }()
+			return func() {
+				cancel()
+				if err := <-done; !errors.Is(err, context.Canceled) {
+					t.Errorf("Acquire %s: %v", id, err)
+				}
 			}
-		}()
-		time.Sleep(hc.MaxQuiet + 10*time.Second)
-		if err := hc.Check(); err == nil || !strings.Contains(err.Error(), "no answer from the store") {
-			t.Errorf("an Acquire restarted on a cut-off store, during the pause of the one before: %v, want it reported", err)
 		}
+		check := func(when string) {
+			t.Helper()
+			if err := hc.Check(); err == nil || !strings.Contains(err.Error(), "no answer from the store") {
+				t.Errorf("%s: %v, want it reported", when, err)
+			}
+		}
+
+		// b beside a, in a's pause, once the watch is stopped.
+		stopB := campaignB("b")
+		stopWatch()
+		time.Sleep(hc.MaxQuiet + 5*time.Second)
+		check("b cut off beside a paused a")
+		stopB()
+
+		// a stopped in its pause and c started in its place, while a
+		// watch runs (so that nothing is judged afresh), then the watch
+		// stopped. (50 s into a's pause of 80 s or more.)
+		_, stopWatch = startWatch(t, leaderelection.WatchConfig{Decider: accA.Decider, Observer: hc})
+		synctest.Wait()
+		stopA()
+		defer campaignB("c")()
+		synctest.Wait()
+		stopWatch()
+		time.Sleep(hc.MaxQuiet + 5*time.Second)
+		check("c cut off, started once a was stopped in its pause")
 	})
 }
 

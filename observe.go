@@ -215,8 +215,9 @@ type Event struct {
 	Election string
 	// LeaderID, Term and Expiry describe a tenure: this candidate's for
 	// EventElected, EventExtended and EventOusted, the record's for
-	// EventLeaderChanged and EventWatchChange. For EventPaused, Expiry is
-	// when the pause ends.
+	// EventLeaderChanged and EventWatchChange. LeaderID is this
+	// candidate's for EventStarted, EventStopped and EventPaused; for
+	// EventPaused, Expiry is when the pause ends.
 	LeaderID string
 	Term     int64
 	Expiry   time.Time
@@ -526,7 +527,7 @@ func (h *hook) committedBy(c, now time.Time) (time.Time, bool) {
 // errClockSkew is the error an ousting for clock skew reports.
 var errClockSkew = errors.New("leaderelection: this host's clock is further than MaxClockSkew/2 from the store's")
 
-// stopped reports Acquire's end.
-func (h *hook) stopped(err error) {
-	h.send(Event{Kind: EventStopped, Err: err})
+// stopped reports the end of the Acquire of candidate id.
+func (h *hook) stopped(id string, err error) {
+	h.send(Event{Kind: EventStopped, LeaderID: id, Err: err})
 }
