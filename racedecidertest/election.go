@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,22 +253,23 @@ func Cuttable(d leaderelection.RaceDecider) Access {
 }
 
 type cuttable struct {
-	d   leaderelection.RaceDecider
-	cut atomic.Bool
-	mu  sync.Mutex
+	d  leaderelection.RaceDecider
+	mu sync.Mutex
 	// cutCh is closed when a cut starts, and replaced when it ends.
 	cutCh chan struct{}
+	cut   bool
 }
 
 func (c *cuttable) setCut(cut bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch was := c.cut.Swap(cut); {
-	case cut && !was:
+	switch {
+	case cut && !c.cut:
 		close(c.cutCh)
-	case !cut && was:
+	case !cut && c.cut:
 		c.cutCh = make(chan struct{})
 	}
+	c.cut = cut
 }
 
 // call runs f unless the store is cut off, and fails it if a cut started
