@@ -110,7 +110,8 @@ func TestHealthCheckWatchJudgedThroughPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		acc := racedecidertest.Cuttable(memory.NewDecider())
 		hc := &leaderelection.HealthCheck{MaxQuiet: 30 * time.Second}
-		defer startLongPause(t, acc.Decider, hc)()
+		_, stopPause := startLongPause(t, acc.Decider, hc)
+		defer stopPause()
 		time.Sleep(hc.MaxQuiet + time.Second)
 		acc.Cut(true)
 		defer acc.Cut(false)
@@ -127,6 +128,30 @@ func TestHealthCheckWatchJudgedThroughPause(t *testing.T) {
 	})
 }
 
+// TestHealthCheckQuietFromPauseEnd: a candidate makes no request during its
+// pause, so MaxQuiet counts from the pause's end, and the report says so:
+// one cut off from the store since before its pause is reported MaxQuiet
+// after the pause ended, with the quiet measured from there.
+func TestHealthCheckQuietFromPauseEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		acc := racedecidertest.Cuttable(memory.NewDecider())
+		hc := &leaderelection.HealthCheck{MaxQuiet: 30 * time.Second}
+		end, stop := startLongPause(t, acc.Decider, hc)
+		defer stop()
+		acc.Cut(true)
+		defer acc.Cut(false)
+		time.Sleep(time.Until(end) + hc.MaxQuiet - time.Second)
+		if err := hc.Check(); err != nil {
+			t.Fatalf("cut off since before a pause that ended MaxQuiet - 1 s ago: %v, want healthy", err)
+		}
+		time.Sleep(2 * time.Second)
+		want := fmt.Sprintf("no answer from the store for %s since its candidates' pause ended (MaxQuiet %s)", hc.MaxQuiet+time.Second, hc.MaxQuiet)
+		if err := hc.Check(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("cut off since before a pause that ended MaxQuiet + 1 s ago: %v, want it reported as %q", err, want)
+		}
+	})
+}
+
 // TestHealthCheckPauseEndsWithItsAcquire: a candidate's pause excuses no
 // other Acquire on the election: not one that runs beside it, nor one
 // started after it was stopped, on a store it cannot reach (both used to be
@@ -138,7 +163,7 @@ func TestHealthCheckPauseEndsWithItsAcquire(t *testing.T) {
 		accA, accB := racedecidertest.Cuttable(mem), racedecidertest.Cuttable(mem)
 		hc := &leaderelection.HealthCheck{MaxQuiet: 20 * time.Second}
 		_, stopWatch := startWatch(t, leaderelection.WatchConfig{Decider: accA.Decider, Observer: hc})
-		stopA := startLongPause(t, accA.Decider, hc)
+		_, stopA := startLongPause(t, accA.Decider, hc)
 		accB.Cut(true)
 		defer accB.Cut(false)
 		campaignB := func(id string) (stop func()) {
@@ -183,14 +208,18 @@ func TestHealthCheckPauseEndsWithItsAcquire(t *testing.T) {
 }
 
 // startLongPause campaigns on d with an OnElected that returns at once, so
-// that its pauses double, until one of 8 terms or more begins. It returns a
-// func that stops the Acquire and waits for it to return.
-func startLongPause(t *testing.T, d leaderelection.RaceDecider, hc *leaderelection.HealthCheck) (stop func()) {
+// that its pauses double, until one of 8 terms or more begins. It returns
+// when that pause ends, and a func that stops the Acquire and waits for it
+// to return.
+func startLongPause(t *testing.T, d leaderelection.RaceDecider, hc *leaderelection.HealthCheck) (end time.Time, stop func()) {
 	longPause := make(chan struct{})
 	var once sync.Once
 	obs := leaderelection.Observers(hc, leaderelection.ObserverFunc(func(e leaderelection.Event) {
 		if e.Kind == leaderelection.EventPaused && time.Until(e.Expiry) >= 8*term {
-			once.Do(func() { close(longPause) })
+			once.Do(func() {
+				end = e.Expiry
+				close(longPause)
+			})
 		}
 	}))
 	cfg := leaderelection.Config{Decider: d, LeaderID: "a", TermLength: term, MaxClockSkew: skew, Observer: obs,
@@ -202,7 +231,7 @@ func startLongPause(t *testing.T, d leaderelection.RaceDecider, hc *leaderelecti
 	if err := hc.Check(); err != nil {
 		t.Fatalf("at the start of a long pause: %v, want healthy", err)
 	}
-	return func() {
+	return end, func() {
 		cancel()
 		<-done
 	}
