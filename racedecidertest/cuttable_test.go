@@ -3,6 +3,7 @@ package racedecidertest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -80,4 +81,60 @@ func TestCuttableCutsAWaitInProgress(t *testing.T) {
 			t.Errorf("restored, a wait that saw a change returned %v", err)
 		}
 	})
+}
+
+// stalling is a store whose writes never answer: they return only when their
+// context ends, with its error.
+type stalling struct{ leaderelection.RaceDecider }
+
+func (stalling) WriteEntry(ctx context.Context, _ *entry.RaceEntry) (entry.LeaderToken, error) {
+	<-ctx.Done()
+	return entry.LeaderToken{}, ctx.Err()
+}
+
+// A cut ends a write in progress: the write's own context ends (a store
+// call blocked on the network is abandoned) and it fails as a lost answer.
+func TestCuttableCutsAWriteInProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		acc := racedecidertest.Cuttable(stalling{memory.NewDecider()})
+		done := make(chan error, 1)
+		go func() {
+			_, err := acc.Decider.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, Term: 1, LeaderID: "x",
+				TermExpiry: time.Now().Add(time.Minute), WriteID: "w"})
+			done <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("a write to a store that does not answer returned %v before any cut", err)
+		default:
+		}
+		acc.Cut(true)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("the write in progress at the cut returned %v; want context.DeadlineExceeded", err)
+			}
+		default:
+			t.Fatal("the write in progress at the cut still waits")
+		}
+	})
+}
+
+// A Cuttable is named as the store it wraps, or by that store's type when it
+// has no name, so that errors and HealthCheck name the same election with or
+// without it.
+func TestCuttableName(t *testing.T) {
+	for _, c := range []struct {
+		d    leaderelection.RaceDecider
+		want string
+	}{
+		{memory.NewDecider(), "memory"},
+		{stalling{memory.NewDecider()}, "racedecidertest_test.stalling"},
+	} {
+		if got := fmt.Sprint(racedecidertest.Cuttable(c.d).Decider); got != c.want {
+			t.Errorf("Cuttable(%T) is named %q; want %q", c.d, got, c.want)
+		}
+	}
 }

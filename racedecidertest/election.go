@@ -314,6 +314,15 @@ func (c *cuttable) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.Le
 	return call(ctx, c, func(ctx context.Context) (entry.LeaderToken, error) { return c.d.WriteEntry(ctx, e) })
 }
 
+// String names the store it wraps, so that errors, logs and HealthCheck
+// name the same election with or without the cut.
+func (c *cuttable) String() string {
+	if s, ok := c.d.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", c.d)
+}
+
 type cuttablePush struct {
 	*cuttable
 	n leaderelection.ChangeNotifier
