@@ -252,8 +252,7 @@ func (r *electionResolver) refresh(ctx context.Context, b backoff) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			r.readDone(err)
-			r.readFailed(fmt.Errorf("reading %s: %w", r.store, err))
+			r.readFailed(r.readDone(err))
 		case rec != nil:
 			r.offer(rec)
 		}
@@ -315,8 +314,7 @@ func (r *electionResolver) readUntilAnswered(ctx context.Context, b *backoff, fa
 			r.offer(rec)
 			return true
 		}
-		r.readDone(err)
-		failed(fmt.Errorf("reading %s: %w", r.store, err))
+		failed(r.readDone(err))
 		if !r.clock.SleepFor(ctx, b.next()) {
 			return false
 		}
@@ -510,14 +508,15 @@ func (r *electionResolver) readFailed(err error) {
 	}
 }
 
-// readDone takes note of a read's outcome (err nil when answered).
-func (r *electionResolver) readDone(err error) {
+// readDone takes note of a read's outcome (err nil when answered), and
+// returns err naming the store.
+func (r *electionResolver) readDone(err error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.readDoneLocked(err)
+	return r.readDoneLocked(err)
 }
 
-func (r *electionResolver) readDoneLocked(err error) {
+func (r *electionResolver) readDoneLocked(err error) error {
 	if err != nil {
 		err = fmt.Errorf("reading %s: %w", r.store, err)
 	}
@@ -527,6 +526,7 @@ func (r *electionResolver) readDoneLocked(err error) {
 		// gRPC's error gains, or loses, the cause.
 		r.updateLocked()
 	}
+	return err
 }
 
 // failClass sorts read errors for electionResolver.pushed, so that gRPC is
