@@ -207,14 +207,28 @@ func foreignEntry(l *coordinationv1.Lease, stale *entry.RaceEntry) *entry.RaceEn
 	// the next tenure is numbered above the Term of a leader of ours whose
 	// annotation was removed, as its term began before that expiry.
 	//
-	// Not a record with no holder (client-go's release, which it writes
-	// with acquireTime now): the next tenure, begun at once on another
-	// host's clock, could be numbered below it.
-	if s.AcquireTime != nil && e.LeaderID != "" {
+	//
+	// A record with no holder (client-go's release, which it writes with
+	// acquireTime now) is numbered from a second before that: above the
+	// tenure it ends, so that the tenure begun over it by a candidate that
+	// never saw that one is too (the acquireTime of the tenure is gone),
+	// and below a client-go tenure begun at once after it on another host,
+	// whose clock may be behind. A tenure under a second long, or a clock
+	// a second behind, still numbers out of order: watchers skip the
+	// record that does.
+	if s.AcquireTime != nil {
 		acquired := s.AcquireTime.UnixMicro()
-		e.Term = max(e.Term, acquired)
-		e.ElectionNumber = e.Term + max(e.TermExpiry.UnixMicro()-acquired, 0)
+		if e.LeaderID == "" {
+			e.Term = max(e.Term, acquired-releaseMargin.Microseconds())
+		} else {
+			e.Term = max(e.Term, acquired)
+			e.ElectionNumber = e.Term + max(e.TermExpiry.UnixMicro()-acquired, 0)
+		}
 	}
 	e.ElectionNumber = max(e.ElectionNumber, e.Term)
 	return e
 }
+
+// releaseMargin is how far before its acquireTime a client-go release is
+// numbered (see foreignEntry).
+const releaseMargin = time.Second

@@ -168,27 +168,47 @@ func TestClientGoTenuresNumbered(t *testing.T) {
 }
 
 // TestClientGoReleaseThenSuccessor: client-go releases with no holder and
-// acquireTime now, and another client-go elector takes over at once, its
-// clock a little behind: the successor's record is newer than the release,
-// and its Term above the released tenure's.
+// acquireTime now (over our stale record or not), and another client-go
+// elector takes over at once, its clock a little behind: the successor's
+// record is newer than the release, and its Term above the released
+// tenure's. The release is newer than the tenure it ends, and the tenure a
+// candidate of ours would begin over it, not having seen that one, is
+// numbered above it (it was numbered from our stale record, or from
+// leaseTransitions, far below).
 func TestClientGoReleaseThenSuccessor(t *testing.T) {
 	d := &Decider{name: "k8s://default/x"}
-	lease := func(holder string, dur, transitions int32, acquired, renewed time.Time) *entry.RaceEntry {
-		t.Helper()
-		a, r := metav1.NewMicroTime(acquired), metav1.NewMicroTime(renewed)
-		e, err := d.toEntry(&coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur,
-			AcquireTime: &a, RenewTime: &r, LeaseTransitions: &transitions}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
 	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
-	first := lease("cg-1", 15, 3, t0, t0.Add(10*time.Second))
-	released := lease("", 1, 3, t0.Add(10*time.Second), t0.Add(10*time.Second))
-	at := t0.Add(10*time.Second - 50*time.Millisecond) // 50 ms later, on a clock 100 ms behind
-	next := lease("cg-2", 15, 4, at, at)
-	if next.Term <= first.Term || !next.NewerThan(released) {
-		t.Errorf("terms %d (cg-1), %d (its release), %d (cg-2); want cg-2's newer than both", first.Term, released.Term, next.Term)
+	ours := &entry.RaceEntry{ElectionNumber: t0.Add(-time.Hour).UnixMicro() + 5, Term: t0.Add(-time.Hour).UnixMicro() + 3,
+		LeaderID: "ours", TermExpiry: t0.Add(-time.Hour), Released: true}
+	data, err := entry.Marshal(ours)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, annotated := range []bool{false, true} {
+		lease := func(holder string, dur, transitions int32, acquired, renewed time.Time) *entry.RaceEntry {
+			t.Helper()
+			a, r := metav1.NewMicroTime(acquired), metav1.NewMicroTime(renewed)
+			l := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur,
+				AcquireTime: &a, RenewTime: &r, LeaseTransitions: &transitions}}
+			if annotated {
+				l.Annotations = map[string]string{RecordAnnotation: string(data)}
+			}
+			e, err := d.toEntry(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}
+		first := lease("cg-1", 15, 3, t0, t0.Add(10*time.Second))
+		released := lease("", 1, 3, t0.Add(10*time.Second), t0.Add(10*time.Second))
+		at := t0.Add(10*time.Second - 50*time.Millisecond) // 50 ms later, on a clock 100 ms behind
+		next := lease("cg-2", 15, 4, at, at)
+		if next.Term <= first.Term || !next.NewerThan(released) {
+			t.Errorf("annotated %v: terms %d (cg-1), %d (its release), %d (cg-2); want cg-2's newer than both", annotated, first.Term, released.Term, next.Term)
+		}
+		if !released.NewerThan(first) || released.ElectionNumber+1 <= first.Term {
+			t.Errorf("annotated %v: cg-1's term %d, then its release numbered term %d election %d; want the release newer, and the next tenure (election + 1) above cg-1's term",
+				annotated, first.Term, released.Term, released.ElectionNumber)
+		}
 	}
 }
