@@ -75,6 +75,14 @@ func openURL(_ context.Context, u *url.URL) (leaderelection.RaceDecider, error) 
 		// pgx's error redacts the password.
 		return nil, fmt.Errorf("%w: %w", leaderelection.ErrBadURL, err)
 	}
+	// pgxpool takes these as given: a health check period not above zero
+	// panics in the pool's goroutine.
+	switch {
+	case cfg.HealthCheckPeriod <= 0:
+		return nil, fmt.Errorf("%w: pool_health_check_period %v: want a positive duration", leaderelection.ErrBadURL, cfg.HealthCheckPeriod)
+	case cfg.MinConns < 0 || cfg.MinConns > cfg.MaxConns:
+		return nil, fmt.Errorf("%w: pool_min_conns %d: want 0 to pool_max_conns (%d)", leaderelection.ErrBadURL, cfg.MinConns, cfg.MaxConns)
+	}
 	// Connecting is lazy: the first ReadCurrent tells whether the server
 	// can be reached.
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)

@@ -27,6 +27,12 @@ func TestOpenDeciderBadURLs(t *testing.T) {
 		"postgres://u@h/db?table=&election=e":           "query parameter table is empty",
 		"postgres://u@h/db?table=t&election=e&table=u":  "query parameter table is given 2 times",
 		"postgres://u@h/db?table=t&election=e#1":        "a fragment (#...)",
+		// Pool settings pgxpool would take and fail on later (a health
+		// check period of 0 panicked).
+		"postgres://u@h/db?table=t&election=e&pool_health_check_period=0s":       "pool_health_check_period 0s: want a positive duration",
+		"postgres://u@h/db?table=t&election=e&pool_health_check_period=-1m":      "pool_health_check_period -1m0s",
+		"postgres://u@h/db?table=t&election=e&pool_min_conns=5&pool_max_conns=1": "pool_min_conns 5: want 0 to pool_max_conns (1)",
+		"postgres://u@h/db?table=t&election=e&pool_min_conns=-3":                 "pool_min_conns -3",
 	}
 	for raw, want := range cases {
 		d, err := leaderelection.OpenDecider(t.Context(), raw)
