@@ -61,6 +61,8 @@
 // errors that abort the statement's transaction, so the write was not applied.
 // Anything else, notably a connection lost while a write was in flight, is an
 // unknown outcome: the engine reads the row back and looks for its write id.
+// Outside errorClass, a call that gets no connection from the pool sent
+// nothing, and is throttling, unless the pool is closed, which is a refusal.
 //
 // A read-only session (read_only_sql_transaction, 25006) is a server that is
 // a standby, such as a primary demoted by a failover while connections to it

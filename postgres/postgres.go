@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
 
 	"github.com/racedecider/leaderelection/entry"
 )
@@ -365,6 +366,10 @@ func (d *Decider) opContext(ctx context.Context) (context.Context, context.Cance
 func (d *Decider) fail(ctx, opCtx context.Context, what string, err error, write bool) error {
 	var ns notSent
 	switch {
+	case errors.Is(err, puddle.ErrClosedPool):
+		// Closed by the caller, or by Close on a Decider opened from a
+		// URL: no retry can get a connection.
+		return fmt.Errorf("postgres: %s: %w: the connection pool is closed: %w", what, entry.ErrRefused, err)
 	case errors.As(err, &ns) && errorClass(err) == nil:
 		// Nothing was sent, so nothing applied, whichever deadline
 		// passed first (the caller's too: an engine write's ends with

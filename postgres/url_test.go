@@ -98,3 +98,19 @@ func TestOpenDecider(t *testing.T) {
 		}
 	}
 }
+
+// A Decider opened from a URL and closed refuses (its pool is gone for good)
+// rather than reporting throttling that a retry would never end.
+func TestClosedDeciderRefuses(t *testing.T) {
+	d, err := leaderelection.OpenDecider(t.Context(), "postgres://u@127.0.0.1:1/db?table=t&election=e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.(io.Closer).Close()
+	if _, err := d.ReadCurrent(t.Context()); !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "pool is closed") {
+		t.Errorf("ReadCurrent on a closed Decider: %v; want ErrRefused saying the pool is closed", err)
+	}
+	if _, err := d.WriteEntry(t.Context(), faultproxy.Record(0, "w0", entry.LeaderToken{})); !errors.Is(err, entry.ErrRefused) {
+		t.Errorf("WriteEntry on a closed Decider: %v; want ErrRefused", err)
+	}
+}
