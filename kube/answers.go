@@ -109,10 +109,14 @@ func statusCode(err error) (int, bool) {
 	return int(se.Status().Code), true
 }
 
-// fail wraps err from the request req, for the Lease d names, into the
-// error the RaceDecider contract asks for. It is the one place that turns
-// classes into the shared sentinels.
-func (d *Decider) fail(ctx context.Context, what string, req request, err error) error {
+// sending counts a request about to be sent, and returns its number for
+// fail.
+func (d *Decider) sending() uint64 { return d.sent.Add(1) }
+
+// fail wraps err from the request req (numbered sent by sending), for the
+// Lease d names, into the error the RaceDecider contract asks for. It is the
+// one place that turns classes into the shared sentinels.
+func (d *Decider) fail(ctx context.Context, what string, req request, sent uint64, err error) error {
 	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		// client-go does not always wrap the context's error.
 		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
@@ -120,13 +124,15 @@ func (d *Decider) fail(ctx context.Context, what string, req request, err error)
 	c, reason := classify(err, req)
 	if code, answered := statusCode(err); answered {
 		// Credentials that expired are refreshed after a 401 (client-go's
-		// exec plugins, a rotated token file): one 401 is retried; two in
-		// a row, with no other answer between them, are a refusal.
-		first401 := code == http.StatusUnauthorized && !d.unauthorized.Swap(true)
-		if code != http.StatusUnauthorized {
-			d.unauthorized.Store(false)
-		}
-		if first401 {
+		// exec plugins, a rotated token file): one 401 is retried; a
+		// second, to a request sent after the first came, with no other
+		// answer between them, is a refusal. (Requests in flight
+		// together, a candidate's read and the watch's list, say, all get
+		// the first 401.)
+		switch {
+		case code != http.StatusUnauthorized:
+			d.unauthorized.Store(0)
+		case d.unauthorized.CompareAndSwap(0, d.sent.Load()) || sent <= d.unauthorized.Load():
 			c, reason = unknown, "401 Unauthorized (retried once, as credentials are refreshed after one)"
 		}
 	}

@@ -122,10 +122,10 @@ func TestClassifyServerStatuses(t *testing.T) {
 	}
 	d := &Decider{name: "k8s://ns/x"}
 	ctx := context.Background()
-	if err := d.fail(ctx, "update", reqUpdate, apierrors.NewTooManyRequests("slow down", 1)); !errors.Is(err, entry.ErrThrottled) {
+	if err := d.fail(ctx, "update", reqUpdate, d.sending(), apierrors.NewTooManyRequests("slow down", 1)); !errors.Is(err, entry.ErrThrottled) {
 		t.Errorf("429: %v does not wrap entry.ErrThrottled", err)
 	}
-	if err := d.fail(ctx, "update", reqUpdate, apierrors.NewConflict(leases, "x", errors.New("modified"))); !errors.Is(err, entry.ErrRaceLost) {
+	if err := d.fail(ctx, "update", reqUpdate, d.sending(), apierrors.NewConflict(leases, "x", errors.New("modified"))); !errors.Is(err, entry.ErrRaceLost) {
 		t.Errorf("409: %v does not wrap entry.ErrRaceLost", err)
 	}
 	// One 401 is retried (credentials are refreshed after one); a second
@@ -144,8 +144,22 @@ func TestClassifyServerStatuses(t *testing.T) {
 		{context.DeadlineExceeded, false},
 		{unauthorized, true},
 	} {
-		if err := d.fail(ctx, "read", reqGet, c.err); errors.Is(err, entry.ErrRefused) != c.refused {
+		if err := d.fail(ctx, "read", reqGet, d.sending(), c.err); errors.Is(err, entry.ErrRefused) != c.refused {
 			t.Errorf("answer %d (%v): %v; refused %v, want %v", i, c.err, err, !c.refused, c.refused)
 		}
+	}
+	// Requests in flight together (a candidate's read, the watch's list)
+	// all get the first 401: only one sent after it came counts as the
+	// second.
+	d.fail(ctx, "read", reqGet, d.sending(), apierrors.NewConflict(leases, "x", errors.New("modified")))
+	read, list := d.sending(), d.sending()
+	if err := d.fail(ctx, "read", reqGet, read, unauthorized); errors.Is(err, entry.ErrRefused) {
+		t.Errorf("the first 401: %v; want it retried", err)
+	}
+	if err := d.fail(ctx, "list", reqWatch, list, unauthorized); errors.Is(err, entry.ErrRefused) {
+		t.Errorf("a 401 to a request sent before the first 401 came: %v; want it retried too", err)
+	}
+	if err := d.fail(ctx, "read", reqGet, d.sending(), unauthorized); !errors.Is(err, entry.ErrRefused) {
+		t.Errorf("a 401 to a request sent after the first came: %v; want a refusal", err)
 	}
 }

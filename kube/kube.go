@@ -36,8 +36,10 @@ type Decider struct {
 	backoff   backoffConfig
 	timing    watchTiming
 
-	// unauthorized: the API server's last answer was a 401 (see fail).
-	unauthorized atomic.Bool
+	// sent counts the requests sent to the API server; unauthorized is
+	// sent as it was when the first of the last answers, all 401s, came,
+	// or 0 when the last answer was not a 401 (see fail).
+	sent, unauthorized atomic.Uint64
 
 	mu     sync.Mutex
 	last   *coordinationv1.Lease // the Lease most recently read or written
@@ -116,7 +118,7 @@ func (d *Decider) Close() error {
 // conditioned on its resourceVersion can start from it (keeping its labels,
 // other annotations and spec fields) without reading it again.
 func (d *Decider) remember(l *coordinationv1.Lease) {
-	d.unauthorized.Store(false)
+	d.unauthorized.Store(0)
 	d.mu.Lock()
 	d.last = l
 	d.mu.Unlock()
@@ -128,12 +130,13 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("kube: read %s: %w", d.name, err)
 	}
+	sent := d.sending()
 	l, err := d.leases.Get(ctx, d.lease, metav1.GetOptions{})
 	if err != nil {
 		if c, _ := classify(err, reqGet); c == missing {
 			return d.readMissing(ctx)
 		}
-		return nil, d.fail(ctx, "read", reqGet, err)
+		return nil, d.fail(ctx, "read", reqGet, sent, err)
 	}
 	d.remember(l)
 	return d.toEntry(l)
@@ -146,12 +149,13 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 // When the dry run is forbidden (an observer allowed only to read), the
 // Lease counts as missing: there is no way to tell.
 func (d *Decider) readMissing(ctx context.Context) (*entry.RaceEntry, error) {
-	d.unauthorized.Store(false) // the 404 was an answer to our credentials
+	d.unauthorized.Store(0) // the 404 was an answer to our credentials
 	probe := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: d.lease, Namespace: d.namespace}}
+	sent := d.sending()
 	_, err := d.leases.Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		if c, _ := classify(err, reqCreate); c == refused && !isForbidden(err) {
-			return nil, d.fail(ctx, "read", reqCreate, err)
+			return nil, d.fail(ctx, "read", reqCreate, sent, err)
 		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("kube: read %s: %w", d.name, ctx.Err())
@@ -178,9 +182,10 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	if rentry.Token.IsZero() {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: d.lease, Namespace: d.namespace}}
 		setRecord(l, rentry, data, nil, now)
+		sent := d.sending()
 		out, err := d.leases.Create(ctx, l, metav1.CreateOptions{})
 		if err != nil {
-			return entry.LeaderToken{}, d.fail(ctx, "create", reqCreate, err)
+			return entry.LeaderToken{}, d.fail(ctx, "create", reqCreate, sent, err)
 		}
 		d.remember(out)
 		return token(out), nil
@@ -191,6 +196,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		// A token this Decider did not see (another Decider's, or an
 		// older one): fetch the Lease to write over. If it is no longer
 		// that version, the write would lose anyway.
+		sent := d.sending()
 		cur, err := d.leases.Get(ctx, d.lease, metav1.GetOptions{})
 		if err != nil {
 			if c, _ := classify(err, reqGet); c == missing {
@@ -200,7 +206,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 			// is one of the write too; anything else is as unknown as
 			// the write would have been, and reading back finds that
 			// it was not applied.
-			return entry.LeaderToken{}, d.fail(ctx, "write (reading the Lease first)", reqGet, err)
+			return entry.LeaderToken{}, d.fail(ctx, "write (reading the Lease first)", reqGet, sent, err)
 		}
 		d.remember(cur)
 		if cur.ResourceVersion != rentry.Token.Version {
@@ -211,9 +217,10 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	}
 	l := prev.DeepCopy()
 	setRecord(l, rentry, data, prev, now)
+	sent := d.sending()
 	out, err := d.leases.Update(ctx, l, metav1.UpdateOptions{})
 	if err != nil {
-		return entry.LeaderToken{}, d.fail(ctx, "update", reqUpdate, err)
+		return entry.LeaderToken{}, d.fail(ctx, "update", reqUpdate, sent, err)
 	}
 	d.remember(out)
 	return token(out), nil

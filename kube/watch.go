@@ -411,12 +411,12 @@ func (w *watcher) selector() string {
 func (w *watcher) list() (string, error) {
 	ctx, cancel := context.WithTimeout(w.ctx, requestTimeout)
 	defer cancel()
-	sent := time.Now()
+	sent, seq := time.Now(), w.d.sending()
 	ls, err := w.d.leases.List(ctx, metav1.ListOptions{FieldSelector: w.selector()})
 	if err != nil {
-		return "", w.d.fail(ctx, "list", reqWatch, err)
+		return "", w.d.fail(ctx, "list", reqWatch, seq, err)
 	}
-	w.d.unauthorized.Store(false)
+	w.d.unauthorized.Store(0)
 	var l *coordinationv1.Lease
 	for i := range ls.Items {
 		if ls.Items[i].Name == w.d.lease {
@@ -449,6 +449,7 @@ func (w *watcher) watchFrom(rv string) (string, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(w.ctx, time.Duration(timeoutSeconds)*time.Second+t.margin)
 	defer cancel()
 	opening := time.AfterFunc(requestTimeout, cancel)
+	sent := w.d.sending()
 	wi, err := w.d.leases.Watch(ctx, metav1.ListOptions{
 		FieldSelector:       w.selector(),
 		ResourceVersion:     rv,
@@ -465,10 +466,10 @@ func (w *watcher) watchFrom(rv string) (string, time.Duration, error) {
 		if wi != nil {
 			wi.Stop()
 		}
-		return rv, 0, w.d.fail(ctx, "watch", reqWatch, err)
+		return rv, 0, w.d.fail(ctx, "watch", reqWatch, sent, err)
 	}
 	defer wi.Stop()
-	w.d.unauthorized.Store(false)
+	w.d.unauthorized.Store(0)
 	start := time.Now()
 	w.setState(watching, nil)
 	silence := time.NewTimer(t.silence)
@@ -516,7 +517,7 @@ func (w *watcher) watchFrom(rv string) (string, time.Duration, error) {
 				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
 					return rv, time.Since(start), errGone
 				}
-				return ended(w.d.fail(ctx, "watch", reqWatch, err))
+				return ended(w.d.fail(ctx, "watch", reqWatch, sent, err))
 			}
 		}
 	}

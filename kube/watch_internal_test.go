@@ -19,7 +19,7 @@ func TestDownWatchVouchesForNothing(t *testing.T) {
 	d := &Decider{name: "k8s://default/x"}
 	timedOut, cancel := context.WithTimeout(context.Background(), 0)
 	cancel()
-	listErr := d.fail(timedOut, "list", reqWatch, fmt.Errorf("Get: %w", context.DeadlineExceeded))
+	listErr := d.fail(timedOut, "list", reqWatch, d.sending(), fmt.Errorf("Get: %w", context.DeadlineExceeded))
 	d.w = &watcher{d: d, state: down, err: listErr, since: time.Now(), wake: make(chan struct{}), recent: map[string]bool{}}
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
 	defer cancel()
