@@ -130,11 +130,20 @@ func OpenDecider(ctx context.Context, rawURL string) (RaceDecider, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		// A *url.Error quotes the whole URL, password included: keep
-		// only why it does not parse.
+		// only why it does not parse. Even that may quote part of a
+		// password, which a '#', '/' or '?' cut into the host
+		// (`invalid port ":hunter2" after host`).
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("leaderelection: OpenDecider(%q): %w: %w", redact.URL(rawURL), ErrBadURL, err)
+		why := err.Error()
+		if strings.Contains(rawURL, "@") {
+			if strings.Contains(why, `"`) {
+				why = "it does not parse"
+			}
+			why += "; a user name or password holding '#', '/', '?', '@', '%' or a space must be percent-encoded ('#' as %23)"
+		}
+		return nil, fmt.Errorf("leaderelection: OpenDecider(%q): %w: %s", redact.URL(rawURL), ErrBadURL, why)
 	}
 	d, err := openURL(ctx, u)
 	if err != nil {

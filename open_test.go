@@ -94,7 +94,12 @@ func TestOpenDeciderErrors(t *testing.T) {
 		{"mem://x\x7f", []string{"invalid control character"}, true},
 		// Passwords stay out of errors, whether the URL parses or not.
 		{"mem://u:s3cret@x?password=s3cret", []string{`"mem://u:xxxxx@x?password=xxxxx"`, "unknown query parameter password"}, true},
-		{"mem://u:s3 cret@x", []string{`"mem://(not shown: it does not parse)"`, "invalid userinfo"}, true},
+		{"mem://u:s3 cret@x", []string{`"mem://(not shown: it does not parse)"`, "invalid userinfo", "percent-encoded"}, true},
+		// A '#', '/' or '?' cuts the password into the host, whose
+		// parse error quoted it.
+		{"postgres://app:s3cret#tail@db.internal:5432/app", []string{`"postgres://(not shown: it does not parse)"`, "it does not parse", "'#' as %23"}, true},
+		{"postgres://app:s3cret/x@db.internal/app", []string{"it does not parse", "'#' as %23"}, true},
+		{"postgres://app:s3cret?x@db.internal/app", []string{"it does not parse"}, true},
 	} {
 		_, err := leaderelection.OpenDecider(t.Context(), tc.url)
 		if err == nil {
