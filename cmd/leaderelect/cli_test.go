@@ -32,6 +32,8 @@ func TestCommandLine(t *testing.T) {
 		code   int
 		stdout []string
 		stderr []string
+		// notStderr: what stderr must not say.
+		notStderr []string
 	}{
 		{name: "no command", code: exitUsage, stderr: []string{"Commands:", "demo"}},
 		{name: "unknown command", args: []string{"elect"}, code: exitUsage, stderr: []string{`unknown command "elect"`}},
@@ -94,7 +96,15 @@ func TestCommandLine(t *testing.T) {
 		{name: "flag wins over environment", args: []string{"status", "--store", record}, env: map[string]string{"LEADERELECT_STORE": "bad://"},
 			stdout: []string{"none"}},
 		{name: "bad environment value", args: []string{"status", "--store", record}, env: map[string]string{"LEADERELECT_JSON": "maybe"},
-			code: exitUsage, stderr: []string{`LEADERELECT_JSON="maybe"`}},
+			code: exitUsage, stderr: []string{`LEADERELECT_JSON="maybe"`, "want true or false"}},
+		{name: "bad boolean flag", args: []string{"status", "--store", record, "--json=maybe"},
+			code: exitUsage, stderr: []string{`invalid boolean value "maybe" for --json`, "want true or false"}},
+		// --grace's default is worked out from --term: not the user's
+		// to fix.
+		{name: "negative term", args: []string{"run", "--store", record, "--term=-4s", "--", "true"}, code: exitUsage,
+			stderr: []string{"--term (-4s) must be positive"}, notStderr: []string{"--grace"}},
+		{name: "negative grace", args: []string{"run", "--store", record, "--grace=-1s", "--", "true"}, code: exitUsage,
+			stderr: []string{"--grace (-1s) must not be negative"}},
 		{name: "demo candidates", args: []string{"demo", "--candidates=1"}, code: exitUsage, stderr: []string{"--candidates (1)"}},
 		// A password in the store URL is shown as xxxxx (and the loop
 		// below checks that no output shows it).
@@ -127,6 +137,11 @@ func TestCommandLine(t *testing.T) {
 			for _, w := range tc.stderr {
 				if !strings.Contains(stderr.String(), w) {
 					t.Errorf("stderr lacks %q:\n%s", w, &stderr)
+				}
+			}
+			for _, w := range tc.notStderr {
+				if strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr says %q:\n%s", w, &stderr)
 				}
 			}
 		})

@@ -218,7 +218,7 @@ func (fs *flagSet) parse(args []string) (outcome, bool) {
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			errs = append(errs, fmt.Sprintf("%s=%q: %v%s", envName(f.Name), v, err, durationHint(f, v)))
+			errs = append(errs, fmt.Sprintf("%s=%q: %v%s", envName(f.Name), v, err, valueHint(f, v)))
 		}
 	})
 	if len(errs) > 0 {
@@ -232,35 +232,40 @@ func (fs *flagSet) parse(args []string) (outcome, bool) {
 var dashedFlag = regexp.MustCompile(`(^|[ :])-([A-Za-z][A-Za-z0-9_-]*)`)
 
 // flagError rewrites an error of the flag package with the double-dash flag
-// names leaderelect documents, and adds a hint when a duration lacks its
-// unit.
+// names leaderelect documents, and adds a hint saying what the flag takes.
 func (fs *flagSet) flagError(err error) string {
 	msg := dashedFlag.ReplaceAllString(err.Error(), "$1--$2")
 	// invalid value "2" for flag --term: parse error
+	// invalid boolean value "maybe" for --json: parse error
 	var value, name string
-	if _, scanErr := fmt.Sscanf(msg, "invalid value %q for flag --%s", &value, &name); scanErr == nil {
-		name = strings.TrimSuffix(name, ":")
-		if f := fs.Lookup(name); f != nil {
-			msg += durationHint(f, value)
+	if _, scanErr := fmt.Sscanf(msg, "invalid value %q for flag --%s", &value, &name); scanErr != nil {
+		if _, scanErr := fmt.Sscanf(msg, "invalid boolean value %q for --%s", &value, &name); scanErr != nil {
+			return msg
 		}
+	}
+	if f := fs.Lookup(strings.TrimSuffix(name, ":")); f != nil {
+		msg += valueHint(f, value)
 	}
 	return msg
 }
 
-// durationHint says how to write a duration when f takes one and value is a
-// bare number, the commonest mistake.
-func durationHint(f *flag.Flag, value string) string {
+// valueHint says what f takes when value is not that: how to write a
+// duration (a bare number is the commonest mistake), or a boolean.
+func valueHint(f *flag.Flag, value string) string {
 	g, ok := f.Value.(flag.Getter)
 	if !ok {
 		return ""
 	}
-	if _, isDuration := g.Get().(time.Duration); !isDuration {
-		return ""
+	switch g.Get().(type) {
+	case bool:
+		return " (want true or false)"
+	case time.Duration:
+		if _, err := strconv.ParseFloat(value, 64); err == nil {
+			return fmt.Sprintf(" (a duration needs a unit: %ss, %sms or %sm)", value, value, value)
+		}
+		return " (a duration is a number with a unit: 15s, 500ms, 1m30s)"
 	}
-	if _, err := strconv.ParseFloat(value, 64); err == nil {
-		return fmt.Sprintf(" (a duration needs a unit: %ss, %sms or %sm)", value, value, value)
-	}
-	return " (a duration is a number with a unit: 15s, 500ms, 1m30s)"
+	return ""
 }
 
 func (fs *flagSet) usageError(format string, args ...any) outcome {

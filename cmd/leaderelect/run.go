@@ -96,7 +96,8 @@ func runMain(args []string, stdout, stderr io.Writer) outcome {
 		*grace = defaultGrace(*term)
 	}
 	problems := timingProblems(*term, *skew)
-	if *grace < 0 {
+	if *grace < 0 && fs.isSet("grace") {
+		// (One worked out from an invalid --term is not the user's.)
 		problems = append(problems, fmt.Sprintf("--grace (%s) must not be negative", *grace))
 	} else if len(problems) == 0 && *grace >= *term-*skew {
 		problems = append(problems, fmt.Sprintf("--grace (%s) must be less than --term (%s) minus --skew (%s), so that COMMAND can stop within a term", *grace, *term, *skew))
