@@ -55,8 +55,13 @@ func openURL(_ context.Context, u *url.URL) (leaderelection.RaceDecider, error) 
 	if err := checkNames(namespace, name); err != nil {
 		return nil, fmt.Errorf("%w: %w", leaderelection.ErrBadURL, err)
 	}
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: u.Query().Get("context")}
+	kctx := u.Query().Get("context")
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: kctx}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), overrides)
+	if raw, err := cc.RawConfig(); kctx != "" && err == nil && raw.Contexts[kctx] == nil {
+		// The URL's mistake (or the environment's: KUBECONFIG).
+		return nil, fmt.Errorf("%w: context %q is not in the kubeconfig", leaderelection.ErrBadURL, kctx)
+	}
 	cfg, err := cc.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kube: loading the client configuration (kubeconfig or in-cluster) for %s: %w", u.Redacted(), err)

@@ -2,6 +2,8 @@ package kube_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -39,6 +41,26 @@ func TestOpenDeciderErrors(t *testing.T) {
 	if _, err := leaderelection.OpenDecider(t.Context(), "k8s:///x"); !errors.Is(err, leaderelection.ErrBadURL) {
 		t.Errorf("a URL without a namespace: %v, want leaderelection.ErrBadURL", err)
 	}
+	// A context the kubeconfig lacks is the URL's mistake.
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: here, context: {cluster: c, user: u}}]
+current-context: here
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	if _, err := leaderelection.OpenDecider(t.Context(), "k8s://default/a?context=nope"); !errors.Is(err, leaderelection.ErrBadURL) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("a context the kubeconfig lacks: %v, want leaderelection.ErrBadURL naming it", err)
+	}
+	d, err := leaderelection.OpenDecider(t.Context(), "k8s://default/a?context=here")
+	if err != nil {
+		t.Fatalf("the kubeconfig's own context: %v", err)
+	}
+	d.(*kube.Decider).Close()
 }
 
 // TestOpenDecider opens a Decider by URL, with the kubeconfig found through
