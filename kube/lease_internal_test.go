@@ -120,18 +120,7 @@ func TestClientGoTenuresNumbered(t *testing.T) {
 	}
 	clientGo := func(annotated bool, holder string, transitions int32, acquired, renewed time.Time) *entry.RaceEntry {
 		t.Helper()
-		dur := int32(15)
-		acquire, renew := metav1.NewMicroTime(acquired), metav1.NewMicroTime(renewed)
-		l := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur,
-			AcquireTime: &acquire, RenewTime: &renew, LeaseTransitions: &transitions}}
-		if annotated {
-			l.Annotations = map[string]string{RecordAnnotation: string(data)}
-		}
-		e, err := d.toEntry(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
+		return clientGoLease(t, d, annotated, data, holder, 15, transitions, acquired, renewed)
 	}
 	for _, annotated := range []bool{true, false} {
 		a := clientGo(annotated, "cg-1", 7, t0.Add(time.Second), t0.Add(time.Second))
@@ -187,17 +176,7 @@ func TestClientGoReleaseThenSuccessor(t *testing.T) {
 	for _, annotated := range []bool{false, true} {
 		lease := func(holder string, dur, transitions int32, acquired, renewed time.Time) *entry.RaceEntry {
 			t.Helper()
-			a, r := metav1.NewMicroTime(acquired), metav1.NewMicroTime(renewed)
-			l := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur,
-				AcquireTime: &a, RenewTime: &r, LeaseTransitions: &transitions}}
-			if annotated {
-				l.Annotations = map[string]string{RecordAnnotation: string(data)}
-			}
-			e, err := d.toEntry(l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return e
+			return clientGoLease(t, d, annotated, data, holder, dur, transitions, acquired, renewed)
 		}
 		first := lease("cg-1", 15, 3, t0, t0.Add(10*time.Second))
 		released := lease("", 1, 3, t0.Add(10*time.Second), t0.Add(10*time.Second))
@@ -211,4 +190,22 @@ func TestClientGoReleaseThenSuccessor(t *testing.T) {
 				annotated, first.Term, released.Term, released.ElectionNumber)
 		}
 	}
+}
+
+// clientGoLease is the record d reads from a Lease whose spec a client-go
+// elector wrote, with our record's annotation (stale) left on it if
+// annotated.
+func clientGoLease(t *testing.T, d *Decider, annotated bool, stale []byte, holder string, dur, transitions int32, acquired, renewed time.Time) *entry.RaceEntry {
+	t.Helper()
+	a, r := metav1.NewMicroTime(acquired), metav1.NewMicroTime(renewed)
+	l := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur,
+		AcquireTime: &a, RenewTime: &r, LeaseTransitions: &transitions}}
+	if annotated {
+		l.Annotations = map[string]string{RecordAnnotation: string(stale)}
+	}
+	e, err := d.toEntry(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
