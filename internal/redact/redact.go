@@ -9,7 +9,8 @@ import (
 )
 
 // URL returns rawURL with its password and the values of its query
-// parameters that carry secrets replaced by "xxxxx", the rest as given. A
+// parameters that carry secrets replaced by "xxxxx", the rest as given (and
+// all of it as given when it has none). A
 // URL that does not parse, or whose user information is not where a URL
 // keeps it, is shown as its scheme alone, since where its secrets are cannot
 // be told.
@@ -31,6 +32,7 @@ func URL(rawURL string) string {
 		// the host shows the first part, the fragment the rest.
 		return u.Scheme + "://(not shown: user information cut by a '#')"
 	}
+	_, hidden := u.User.Password()
 	if u.RawQuery != "" {
 		// In place, so that the parameters keep their order and encoding.
 		parts := strings.Split(u.RawQuery, "&")
@@ -47,8 +49,15 @@ func URL(rawURL string) string {
 					parts[i] = k + "=" + url.QueryEscape(URL(inner))
 				}
 			}
+			hidden = hidden || parts[i] != p
 		}
 		u.RawQuery = strings.Join(parts, "&")
+	}
+	if !hidden {
+		// As given: the URL's own String re-encodes it ("not a url" as
+		// "not%20a%20url") and drops an empty host's "//" ("mem://" as
+		// "mem:").
+		return rawURL
 	}
 	return u.Redacted()
 }

@@ -24,6 +24,10 @@ func TestURL(t *testing.T) {
 		{"s3://b/k?endpoint=http://u:s3cret@minio:9000&path_style=true", "s3://b/k?endpoint=http%3A%2F%2Fu%3Axxxxx%40minio%3A9000&path_style=true"},
 		{"s3://b/k?endpoint=http%3A%2F%2Fu%3As3cret%40minio", "s3://b/k?endpoint=http%3A%2F%2Fu%3Axxxxx%40minio"},
 		{"s3://b/k?endpoint=http://u@minio:9000", "s3://b/k?endpoint=http%3A%2F%2Fu%40minio%3A9000"},
+		// With nothing to hide, as given.
+		{"mem://", "mem://"},
+		{"not a url", "not a url"},
+		{"postgres://app@db/app?table=t", "postgres://app@db/app?table=t"},
 	} {
 		got := URL(c.in)
 		if got != c.want {
