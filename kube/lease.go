@@ -198,15 +198,19 @@ func foreignEntry(l *coordinationv1.Lease, stale *entry.RaceEntry) *entry.RaceEn
 		e.Term = int64(max(*s.LeaseTransitions, 0))
 	}
 	// A tenure is numbered from when it began (acquireTime, in Unix
-	// microseconds, as the engine numbers a record it creates): that
-	// rises from one client-go tenure to the next, where our stale record
-	// does not change, and stays above the Term of a leader of ours whose
-	// record is gone (the Lease deleted and made anew by client-go). The
-	// ElectionNumber adds the microseconds from then to the expiry, so
-	// that it rises with each renewal (watchers see it extend), and that
-	// the next tenure is numbered above the Term of a leader of ours whose
-	// annotation was removed, as its term began before that expiry.
-	//
+	// microseconds, as the engine numbers a record it creates), so that
+	// terms rise from one client-go tenure to the next. Over our stale
+	// record (which does not change between client-go tenures) it counts
+	// up from one above that record, by the microseconds from its expiry
+	// to acquireTime: our numbers may run ahead of the clock, as a tenure
+	// begun over a client-go one is numbered above that one's
+	// ElectionNumber (below). With none, it is acquireTime itself, which
+	// stays above the Term of a leader of ours whose record is gone (the
+	// Lease deleted and made anew by client-go). The ElectionNumber adds
+	// the microseconds from acquireTime to the expiry, so that it rises
+	// with each renewal (watchers see it extend), and that the next tenure
+	// is numbered above the Term of a leader of ours whose annotation was
+	// removed, as its term began before that expiry.
 	//
 	// A record with no holder (client-go's release, which it writes with
 	// acquireTime now) is numbered from a second before that: above the
@@ -218,10 +222,16 @@ func foreignEntry(l *coordinationv1.Lease, stale *entry.RaceEntry) *entry.RaceEn
 	// record that does.
 	if s.AcquireTime != nil {
 		acquired := s.AcquireTime.UnixMicro()
+		from := acquired
 		if e.LeaderID == "" {
-			e.Term = max(e.Term, acquired-releaseMargin.Microseconds())
+			from -= releaseMargin.Microseconds()
+		}
+		if stale != nil {
+			e.Term += max(from-stale.TermExpiry.UnixMicro(), 0)
 		} else {
-			e.Term = max(e.Term, acquired)
+			e.Term = max(e.Term, from)
+		}
+		if e.LeaderID != "" {
 			e.ElectionNumber = e.Term + max(e.TermExpiry.UnixMicro()-acquired, 0)
 		}
 	}

@@ -163,31 +163,41 @@ func TestClientGoTenuresNumbered(t *testing.T) {
 // tenure's. The release is newer than the tenure it ends, and the tenure a
 // candidate of ours would begin over it, not having seen that one, is
 // numbered above it (it was numbered from our stale record, or from
-// leaseTransitions, far below).
+// leaseTransitions, far below). Our stale record may be numbered ahead of
+// the clock (begun over a client-go tenure, above its ElectionNumber): the
+// three were all numbered one above it.
 func TestClientGoReleaseThenSuccessor(t *testing.T) {
 	d := &Decider{name: "k8s://default/x"}
 	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
-	ours := &entry.RaceEntry{ElectionNumber: t0.Add(-time.Hour).UnixMicro() + 5, Term: t0.Add(-time.Hour).UnixMicro() + 3,
+	old := &entry.RaceEntry{ElectionNumber: t0.Add(-time.Hour).UnixMicro() + 5, Term: t0.Add(-time.Hour).UnixMicro() + 3,
 		LeaderID: "ours", TermExpiry: t0.Add(-time.Hour), Released: true}
-	data, err := entry.Marshal(ours)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, annotated := range []bool{false, true} {
+	ahead := &entry.RaceEntry{ElectionNumber: t0.Add(15 * time.Second).UnixMicro(), Term: t0.Add(15*time.Second).UnixMicro() - 2,
+		LeaderID: "ours", TermExpiry: t0.Add(-time.Second), Released: true}
+	for _, c := range []struct {
+		name  string
+		stale *entry.RaceEntry
+	}{{"no record of ours", nil}, {"our record of an hour ago", old}, {"our record numbered ahead of the clock", ahead}} {
+		var data []byte
+		if c.stale != nil {
+			var err error
+			if data, err = entry.Marshal(c.stale); err != nil {
+				t.Fatal(err)
+			}
+		}
 		lease := func(holder string, dur, transitions int32, acquired, renewed time.Time) *entry.RaceEntry {
 			t.Helper()
-			return clientGoLease(t, d, annotated, data, holder, dur, transitions, acquired, renewed)
+			return clientGoLease(t, d, c.stale != nil, data, holder, dur, transitions, acquired, renewed)
 		}
 		first := lease("cg-1", 15, 3, t0, t0.Add(10*time.Second))
 		released := lease("", 1, 3, t0.Add(10*time.Second), t0.Add(10*time.Second))
 		at := t0.Add(10*time.Second - 50*time.Millisecond) // 50 ms later, on a clock 100 ms behind
 		next := lease("cg-2", 15, 4, at, at)
 		if next.Term <= first.Term || !next.NewerThan(released) {
-			t.Errorf("annotated %v: terms %d (cg-1), %d (its release), %d (cg-2); want cg-2's newer than both", annotated, first.Term, released.Term, next.Term)
+			t.Errorf("%s: terms %d (cg-1), %d (its release), %d (cg-2); want cg-2's newer than both", c.name, first.Term, released.Term, next.Term)
 		}
 		if !released.NewerThan(first) || released.ElectionNumber+1 <= first.Term {
-			t.Errorf("annotated %v: cg-1's term %d, then its release numbered term %d election %d; want the release newer, and the next tenure (election + 1) above cg-1's term",
-				annotated, first.Term, released.Term, released.ElectionNumber)
+			t.Errorf("%s: cg-1's term %d, then its release numbered term %d election %d; want the release newer, and the next tenure (election + 1) above cg-1's term",
+				c.name, first.Term, released.Term, released.ElectionNumber)
 		}
 	}
 }
