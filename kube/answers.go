@@ -113,6 +113,21 @@ func statusCode(err error) (int, bool) {
 // fail.
 func (d *Decider) sending() uint64 { return d.sent.Add(1) }
 
+// firstUnauthorized takes note of a 401 to request number sent, and reports
+// whether it counts as the first in a row: it is, or the request was sent
+// before the first came.
+func (d *Decider) firstUnauthorized(sent uint64) bool {
+	for {
+		if first := d.unauthorized.Load(); first != 0 {
+			return sent <= first
+		}
+		if d.unauthorized.CompareAndSwap(0, d.sent.Load()) {
+			return true
+		}
+		// Another 401, or an answer that reset the count, came between.
+	}
+}
+
 // fail wraps err from the request req (numbered sent by sending), for the
 // Lease d names, into the error the RaceDecider contract asks for. It is the
 // one place that turns classes into the shared sentinels.
@@ -129,10 +144,9 @@ func (d *Decider) fail(ctx context.Context, what string, req request, sent uint6
 		// answer between them, is a refusal. (Requests in flight
 		// together, a candidate's read and the watch's list, say, all get
 		// the first 401.)
-		switch {
-		case code != http.StatusUnauthorized:
+		if code != http.StatusUnauthorized {
 			d.unauthorized.Store(0)
-		case d.unauthorized.CompareAndSwap(0, d.sent.Load()) || sent <= d.unauthorized.Load():
+		} else if d.firstUnauthorized(sent) {
 			c, reason = unknown, "401 Unauthorized (retried once, as credentials are refreshed after one)"
 		}
 	}
