@@ -136,14 +136,18 @@ func OpenDecider(ctx context.Context, rawURL string) (RaceDecider, error) {
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {
 			err = ue.Err
 		}
-		why := err.Error()
 		if strings.Contains(rawURL, "@") {
-			if strings.Contains(why, `"`) {
-				why = "it does not parse"
+			if strings.Contains(err.Error(), `"`) {
+				err = errors.New("it does not parse")
 			}
-			why += "; a user name or password holding '#', '/', '?', '@', '%' or a space must be percent-encoded ('#' as %23)"
+			err = fmt.Errorf("%w; %s", err, encodeHint)
 		}
-		return nil, fmt.Errorf("leaderelection: OpenDecider(%q): %w: %s", redact.URL(rawURL), ErrBadURL, why)
+		return nil, fmt.Errorf("leaderelection: OpenDecider(%q): %w: %w", redact.URL(rawURL), ErrBadURL, err)
+	}
+	if shown := redact.URL(rawURL); strings.Contains(shown, redact.Cut) {
+		// Not what its user meant, and the scheme's own errors would
+		// quote the password's pieces (as a query parameter's name).
+		return nil, fmt.Errorf("leaderelection: OpenDecider(%q): %w: %s", shown, ErrBadURL, encodeHint)
 	}
 	d, err := openURL(ctx, u)
 	if err != nil {
@@ -151,6 +155,9 @@ func OpenDecider(ctx context.Context, rawURL string) (RaceDecider, error) {
 	}
 	return d, nil
 }
+
+// encodeHint is how to fix a URL whose user information does not parse.
+const encodeHint = "a user name or password holding '#', '/', '?', '@', '%' or a space must be percent-encoded ('#' as %23)"
 
 func openURL(ctx context.Context, u *url.URL) (RaceDecider, error) {
 	scheme := strings.ToLower(u.Scheme)

@@ -100,6 +100,11 @@ func TestOpenDeciderErrors(t *testing.T) {
 		{"postgres://app:s3cret#tail@db.internal:5432/app", []string{`"postgres://(not shown: it does not parse)"`, "it does not parse", "'#' as %23"}, true},
 		{"postgres://app:s3cret/x@db.internal/app", []string{"it does not parse", "'#' as %23"}, true},
 		{"postgres://app:s3cret?x@db.internal/app", []string{"it does not parse"}, true},
+		// A password whose first part is digits makes a port: the URL
+		// parses, but is not what its user meant.
+		{"postgres://app:1234?s3cret@db.internal/app?table=t&election=e", []string{"(not shown: user information cut by a '/' or '?')", "'#' as %23"}, true},
+		{"mem://app:1234/s3cret@x", []string{"(not shown: user information cut by a '/' or '?')"}, true},
+		{"mem://app:12#s3cret@x", []string{"(not shown: user information cut by a '#')", "'#' as %23"}, true},
 	} {
 		_, err := leaderelection.OpenDecider(t.Context(), tc.url)
 		if err == nil {

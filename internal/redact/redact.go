@@ -30,7 +30,11 @@ func URL(rawURL string) string {
 	case strings.Contains(u.Fragment, "@"):
 		// A '#' in a password (postgres://app:p#w@db) cuts it in two:
 		// the host shows the first part, the fragment the rest.
-		return u.Scheme + "://(not shown: user information cut by a '#')"
+		return u.Scheme + "://" + Cut + " by a '#')"
+	case u.User == nil && u.Port() != "" && strings.Contains(u.Path+u.RawQuery, "@"):
+		// So does a '/' or '?' (postgres://app:12/w@db): the port
+		// shows the first part, the path or query the rest.
+		return u.Scheme + "://" + Cut + " by a '/' or '?')"
 	}
 	_, hidden := u.User.Password()
 	if u.RawQuery != "" {
@@ -61,6 +65,10 @@ func URL(rawURL string) string {
 	}
 	return u.Redacted()
 }
+
+// Cut begins what URL shows for a URL whose user information a '#', '/' or
+// '?' cut in two: one that does not name what its user meant.
+const Cut = "(not shown: user information cut"
 
 // secret reports a query parameter whose value is a credential: libpq's
 // password and sslpassword, and any other name that says so.

@@ -24,6 +24,9 @@ func TestURL(t *testing.T) {
 		{"s3://b/k?endpoint=http://u:s3cret@minio:9000&path_style=true", "s3://b/k?endpoint=http%3A%2F%2Fu%3Axxxxx%40minio%3A9000&path_style=true"},
 		{"s3://b/k?endpoint=http%3A%2F%2Fu%3As3cret%40minio", "s3://b/k?endpoint=http%3A%2F%2Fu%3Axxxxx%40minio"},
 		{"s3://b/k?endpoint=http://u@minio:9000", "s3://b/k?endpoint=http%3A%2F%2Fu%40minio%3A9000"},
+		{"postgres://app:1234?s3cret@db.internal/app?table=t", "postgres://(not shown: user information cut by a '/' or '?')"},
+		{"postgres://app:1234/s3cret@db.internal/app?table=t", "postgres://(not shown: user information cut by a '/' or '?')"},
+		{"s3://b/k@v?region=r", "s3://b/k@v?region=r"},
 		// With nothing to hide, as given.
 		{"mem://", "mem://"},
 		{"not a url", "not a url"},
