@@ -127,16 +127,22 @@ func TestRunCatchesBrokenDeciders(t *testing.T) {
 		})
 		return
 	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, m := range mutants {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestRunCatchesBrokenDeciders$", "-test.v", "-test.count=1")
+			cmd := exec.CommandContext(t.Context(), self, "-test.run=^TestRunCatchesBrokenDeciders$", "-test.v", "-test.count=1", "-test.timeout=2m")
 			cmd.Env = append(os.Environ(), mutantEnv+"="+name)
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError
 			switch {
 			case m.fails == "" && err != nil:
 				t.Errorf("the suite failed the sound Decider (%v):\n%s", err, out)
+			case m.fails == "" && !strings.Contains(string(out), "--- PASS: TestRunCatchesBrokenDeciders/ChangeNotifier "):
+				t.Errorf("the suite passed the sound Decider without its push check:\n%s", out)
 			case m.fails == "":
 			case !errors.As(err, &exit):
 				t.Errorf("the suite passed (or could not run: %v) a Decider with the defect:\n%s", err, out)
