@@ -151,7 +151,8 @@ Exit status:
   0    success
   1    demo: the safety check failed
   2    usage error: bad flag, environment variable or store URL
-  125  leaderelect failed: store unreachable, permission denied, corrupt record
+  125  leaderelect failed: store unreachable, permission denied, corrupt record;
+       demo: the election did not move as the story needs
   126  run: the command could not be started
   127  run: the command was not found
   N    run: the command's own exit status (128+S if signal S killed it)
