@@ -20,6 +20,13 @@
 // WriteEntry reports as entry.ErrRaceLost. A release is such a conditional
 // write too; the item is never deleted.
 //
+// That holds within one Region. A global table in its default mode
+// (multi-Region eventual consistency) checks a condition against the local
+// replica only and settles concurrent writes in two Regions by "last writer
+// wins", so that candidates writing through two Regions can both lead: give
+// every candidate of an election the same Region, or use a global table with
+// multi-Region strong consistency.
+//
 // # Creating a Decider
 //
 //	cfg, err := config.LoadDefaultConfig(ctx)
