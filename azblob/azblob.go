@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -85,14 +87,19 @@ func NewDecider(client *container.Client, blobName string, opts ...Option) (*Dec
 	if client == nil {
 		errs = append(errs, errors.New("container client is nil"))
 	} else {
-		parts, err := blob.ParseURL(client.URL())
+		// A container client's URL ends with the container's name, after
+		// the account's where the host does not name it (Azurite,
+		// http://localhost:10000/ACCOUNT/CONTAINER). blob.ParseURL takes
+		// the account for the container there unless the host is an IP
+		// address.
+		u, err := url.Parse(client.URL())
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("container URL %q: %w", redactURL(client.URL()), err))
-		case parts.ContainerName == "":
+		case strings.Trim(u.Path, "/") == "":
 			errs = append(errs, fmt.Errorf("container URL %q names no container", redactURL(client.URL())))
 		default:
-			containerName = parts.ContainerName
+			containerName = path.Base(u.Path)
 		}
 	}
 	if err := validBlobName(blobName); err != nil {

@@ -64,6 +64,21 @@ func TestNewDeciderValidates(t *testing.T) {
 	if got := d.String(); got != "azblob://elections/jobs/report" {
 		t.Errorf("String() = %q", got)
 	}
+	// The account in the path (Azurite, or any endpoint not named for
+	// the account), under a host name or an IP address.
+	for _, ep := range []string{"http://localhost:10000/devstoreaccount1/elections", "http://127.0.0.1:10000/devstoreaccount1/elections/"} {
+		c, err := container.NewClientWithNoCredential(ep, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := leazblob.NewDecider(c, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := d.String(); got != "azblob://elections/b" {
+			t.Errorf("with the container at %s: String() = %q, want azblob://elections/b", ep, got)
+		}
+	}
 }
 
 // TestConformance runs the conformance suite with 50 writers racing on one
