@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
@@ -49,6 +50,9 @@ const (
 
 const form = "azblob://CONTAINER/BLOB?storage_account=NAME&endpoint=URL"
 
+// accountName is what Azure takes as a storage account's name.
+var accountName = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
+
 func init() {
 	leaderelection.RegisterScheme(Scheme, leaderelection.URLOpener{
 		Open:   openURL,
@@ -76,13 +80,8 @@ func openURL(_ context.Context, u *url.URL) (leaderelection.RaceDecider, error) 
 	q := u.Query()
 	account, endpoint := q.Get("storage_account"), q.Get("endpoint")
 	if endpoint != "" {
-		e, err := urlcheck.Endpoint("endpoint", endpoint)
-		if err != nil {
+		if _, err := urlcheck.Endpoint("endpoint", endpoint); err != nil {
 			return nil, fmt.Errorf("%w: %w", leaderelection.ErrBadURL, err)
-		}
-		if e.RawQuery != "" {
-			return nil, fmt.Errorf("%w: endpoint=%q: want an http:// or https:// URL without a query",
-				leaderelection.ErrBadURL, redactURL(endpoint))
 		}
 	}
 	client, err := containerClient(containerName, account, endpoint)
@@ -112,6 +111,10 @@ func containerClient(containerName, account, endpoint string) (*container.Client
 	}
 	if account == "" {
 		account = os.Getenv(EnvAccount)
+	}
+	if account != "" && !accountName.MatchString(account) {
+		// It names the endpoint's host when there is no endpoint.
+		return nil, fmt.Errorf("storage account %q (storage_account or %s): want 3 to 24 lowercase letters and digits", account, EnvAccount)
 	}
 	if endpoint == "" {
 		if account == "" {

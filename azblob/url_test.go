@@ -41,9 +41,15 @@ func TestOpenURLRejects(t *testing.T) {
 		{"azblob://c/b", nil, "no storage account"},
 		{"azblob://c/b?storage_account=a", map[string]string{leazblob.EnvConnectionString: "AccountName=a;AccountKey=" + key}, "drop storage_account"},
 		{"azblob://c/b?endpoint=http://127.0.0.1:1/a", map[string]string{leazblob.EnvKey: key}, "names no account"},
-		{"azblob://c/b?storage_account=a", map[string]string{leazblob.EnvKey: "not base64!" + key}, "not a valid key"},
+		{"azblob://c/b?storage_account=acct", map[string]string{leazblob.EnvKey: "not base64!" + key}, "not a valid key"},
+		// Pasted into the host name: a slash would send requests, and
+		// their credentials, to another host.
+		{"azblob://c/b?storage_account=a%2Fb", nil, `storage account "a/b"`},
+		{"azblob://c/b?storage_account=ab", nil, "want 3 to 24 lowercase letters and digits"},
+		{"azblob://c/b", map[string]string{leazblob.EnvAccount: "Acct"}, `storage account "Acct" (storage_account or ` + leazblob.EnvAccount + `)`},
+		{"azblob://c/b?endpoint=http://127.0.0.1:1/a?x=1", nil, "no user information, query or fragment"},
 		{"azblob://c/b", map[string]string{leazblob.EnvConnectionString: "nonsense" + key}, leazblob.EnvConnectionString},
-		{"azblob://c/b.", map[string]string{leazblob.EnvAccount: "a", leazblob.EnvSASToken: "sig=x"}, "ends with"},
+		{"azblob://c/b.", map[string]string{leazblob.EnvAccount: "acct", leazblob.EnvSASToken: "sig=x"}, "ends with"},
 		// Present but empty is not left out: no fallback to the environment.
 		{"azblob://c/b?storage_account=", map[string]string{leazblob.EnvAccount: "a", leazblob.EnvKey: key}, "query parameter storage_account is empty"},
 		{"azblob://c/b?storage_account=a&endpoint=", map[string]string{leazblob.EnvKey: key}, "query parameter endpoint is empty"},

@@ -64,6 +64,9 @@ func openURL(ctx context.Context, u *url.URL) (leaderelection.RaceDecider, error
 	}
 	var loadOpts []func(*config.LoadOptions) error
 	if r := q.Get("region"); r != "" {
+		if err := urlcheck.Region(r); err != nil {
+			return nil, fmt.Errorf("%w: %w", leaderelection.ErrBadURL, err)
+		}
 		loadOpts = append(loadOpts, config.WithRegion(r))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)

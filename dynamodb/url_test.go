@@ -31,6 +31,8 @@ func TestOpenDeciderErrors(t *testing.T) {
 		"dynamodb://u@elections/key?region=r":                                   `user information "u@": dynamodb URLs take no user name or password`,
 		"dynamodb://localhost:8000/elections/key?region=r":                      `table "localhost:8000" has a port`,
 		"dynamodb://elections/key?region=r&endpoint=http://u:pw@127.0.0.1:8000": "no user information",
+		"dynamodb://elections/key?region=a%20b":                                 `region="a b": want an AWS region`,
+		"dynamodb://elections/key?region=r&endpoint=http://h:1/p?x":             "no user information, query or fragment",
 	}
 	for raw, want := range cases {
 		t.Run(raw, func(t *testing.T) {

@@ -37,6 +37,9 @@ func TestOpenURLRejects(t *testing.T) {
 		"s3://minio:9000/elections/k?region=us-east-1":                                    `bucket "minio:9000" has a port`,
 		"s3://elections:/k?region=us-east-1":                                              `bucket "elections:" has a port`,
 		"s3://elections/k?region=us-east-1&endpoint=http://u:pw@minio:9000":               "no user information",
+		"s3://elections/k?region=us-east-1&endpoint=http://h:1/p?x":                       "no user information, query or fragment",
+		"s3://elections/k?region=r/../x":                                                  `region="r/../x": want an AWS region`,
+		"s3://elections/k?region=US-EAST-1":                                               `region="US-EAST-1"`,
 	})
 }
 

@@ -8,6 +8,7 @@ package urlcheck
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -79,13 +80,26 @@ func query(u *url.URL) error {
 
 // Endpoint checks the value of the query parameter param, the base URL of a
 // service: http or https, with a host, and without user information (the
-// credentials never come from it) or a fragment. The error shows the value
-// through redact.URL.
+// credentials never come from it), a query (the SDKs' clients would fail
+// every request on it) or a fragment. The error shows the value through
+// redact.URL.
 func Endpoint(param, raw string) (*url.URL, error) {
 	e, err := url.Parse(raw)
-	if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" || e.User != nil || e.Fragment != "" {
-		return nil, fmt.Errorf("%s=%q: want an http:// or https:// URL with a host and no user information or fragment",
+	if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" || e.User != nil || e.RawQuery != "" || e.ForceQuery || e.Fragment != "" {
+		return nil, fmt.Errorf("%s=%q: want an http:// or https:// URL with a host and no user information, query or fragment",
 			param, redact.URL(raw))
 	}
 	return e, nil
 }
+
+// Region checks the value of the query parameter region, an AWS region's
+// name (us-east-1, generously), so that a value every request would fail on
+// is a bad URL.
+func Region(value string) error {
+	if !region.MatchString(value) {
+		return fmt.Errorf("region=%q: want an AWS region: lowercase letters and digits, in words joined by hyphens (us-east-1)", value)
+	}
+	return nil
+}
+
+var region = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
