@@ -204,9 +204,10 @@ func foreignEntry(l *coordinationv1.Lease, stale *entry.RaceEntry) *entry.RaceEn
 	// up from one above that record, by the microseconds from its expiry
 	// to acquireTime: our numbers may run ahead of the clock, as a tenure
 	// begun over a client-go one is numbered above that one's
-	// ElectionNumber (below). With none, it is acquireTime itself, which
-	// stays above the Term of a leader of ours whose record is gone (the
-	// Lease deleted and made anew by client-go). The ElectionNumber adds
+	// ElectionNumber, which counts to its expiry. With none, it is
+	// acquireTime itself, which stays above the Term of a leader of ours
+	// whose record is gone (the Lease deleted and made anew by
+	// client-go). The ElectionNumber adds
 	// the microseconds from acquireTime to the expiry, so that it rises
 	// with each renewal (watchers see it extend), and that the next tenure
 	// is numbered above the Term of a leader of ours whose annotation was

@@ -10,10 +10,9 @@ import (
 
 // URL returns rawURL with its password and the values of its query
 // parameters that carry secrets replaced by "xxxxx", the rest as given (and
-// all of it as given when it has none). A
-// URL that does not parse, or whose user information is not where a URL
-// keeps it, is shown as its scheme alone, since where its secrets are cannot
-// be told.
+// all of it as given when it has none). A URL that does not parse, or whose
+// user information is not where a URL keeps it, is shown as its scheme
+// alone, since where its secrets are cannot be told.
 func URL(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
