@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -141,13 +142,32 @@ func watchdogMain(stdin io.Reader, stderr io.Writer) int {
 	if err != nil || supervisor <= 1 {
 		supervisor = 0 // unknown: only the group the supervisor names is killed
 	}
-	lines := make(chan string)
+	// Lines come in batches, every complete line read so far: a deadline
+	// long past when this process got to read it (the term was short, or
+	// this process slow to start) must not kill while the "pgid" and
+	// "done" written after it wait unread. Killing then would, with the
+	// group unknown, kill every group the supervisor leads, a command of
+	// its next tenure among them.
+	lines := make(chan []string)
 	go func() {
-		sc := bufio.NewScanner(stdin)
-		for sc.Scan() {
-			lines <- sc.Text()
+		br := bufio.NewReader(stdin)
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				close(lines)
+				return
+			}
+			batch := []string{strings.TrimSuffix(l, "\n")}
+			for {
+				buffered, _ := br.Peek(br.Buffered())
+				if !bytes.Contains(buffered, []byte("\n")) {
+					break
+				}
+				l, _ := br.ReadString('\n')
+				batch = append(batch, strings.TrimSuffix(l, "\n"))
+			}
+			lines <- batch
 		}
-		close(lines)
 	}()
 	tfd, err := unix.TimerfdCreate(unix.CLOCK_BOOTTIME, unix.TFD_CLOEXEC)
 	if err != nil {
@@ -169,22 +189,15 @@ func watchdogMain(stdin io.Reader, stderr io.Writer) int {
 	}()
 	var deadline int64 = -1 // not armed yet
 	pgid := 0
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				// The supervisor is gone; the deadline holds.
-				lines = nil
-				if deadline < 0 {
-					return exitOK
-				}
-				continue
-			}
+	// take acts on a batch of lines; it reports whether "done" was among
+	// them.
+	take := func(batch []string) bool {
+		for _, l := range batch {
 			verb, arg, _ := strings.Cut(l, " ")
 			n, _ := strconv.ParseInt(arg, 10, 64)
 			switch verb {
 			case "done":
-				return exitOK
+				return true
 			case "pgid":
 				pgid = int(n)
 			case "deadline":
@@ -194,7 +207,32 @@ func watchdogMain(stdin io.Reader, stderr io.Writer) int {
 					fmt.Fprintf(stderr, "leaderelect run: watchdog: timerfd_settime: %v\n", err)
 				}
 			}
+		}
+		return false
+	}
+	for {
+		select {
+		case batch, ok := <-lines:
+			if !ok {
+				// The supervisor is gone; the deadline holds.
+				lines = nil
+				if deadline < 0 {
+					return exitOK
+				}
+				continue
+			}
+			if take(batch) {
+				return exitOK
+			}
 		case <-fired:
+			// Lines read but not yet taken come first.
+			select {
+			case batch, ok := <-lines:
+				if ok && take(batch) {
+					return exitOK
+				}
+			default:
+			}
 		}
 		if deadline >= 0 && bootNow() >= deadline {
 			killed := killCommand(supervisor, pgid)
