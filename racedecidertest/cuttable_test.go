@@ -38,14 +38,7 @@ func TestCuttableCutsAWaitInProgress(t *testing.T) {
 		done := wait()
 		acc.Cut(true)
 		synctest.Wait()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("the wait in progress at the cut returned %v; want context.DeadlineExceeded", err)
-			}
-		default:
-			t.Fatal("the wait in progress at the cut still waits")
-		}
+		cutOff(t, done, "the wait in progress at the cut")
 		if _, err := acc.Decider.ReadCurrent(t.Context()); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("a read during the cut returned %v; want context.DeadlineExceeded", err)
 		}
@@ -56,14 +49,7 @@ func TestCuttableCutsAWaitInProgress(t *testing.T) {
 		acc.Cut(true)
 		acc.Cut(false)
 		synctest.Wait()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("the wait in progress at a brief cut returned %v; want context.DeadlineExceeded", err)
-			}
-		default:
-			t.Fatal("the wait in progress at a brief cut still waits")
-		}
+		cutOff(t, done, "the wait in progress at a brief cut")
 
 		done = wait()
 		select {
@@ -111,14 +97,7 @@ func TestCuttableCutsAWriteInProgress(t *testing.T) {
 		}
 		acc.Cut(true)
 		synctest.Wait()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("the write in progress at the cut returned %v; want context.DeadlineExceeded", err)
-			}
-		default:
-			t.Fatal("the write in progress at the cut still waits")
-		}
+		cutOff(t, done, "the write in progress at the cut")
 	})
 }
 
@@ -136,5 +115,19 @@ func TestCuttableName(t *testing.T) {
 		if got := fmt.Sprint(racedecidertest.Cuttable(c.d).Decider); got != c.want {
 			t.Errorf("Cuttable(%T) is named %q; want %q", c.d, got, c.want)
 		}
+	}
+}
+
+// cutOff checks that the call what, whose error done carries, has returned
+// for a cut, failing as an unreachable store's does.
+func cutOff(t *testing.T, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s returned %v; want context.DeadlineExceeded", what, err)
+		}
+	default:
+		t.Fatalf("%s still waits", what)
 	}
 }
