@@ -205,8 +205,14 @@ func RunElection(t *testing.T, newAccess func(t *testing.T, candidate int) Acces
 		t.Fatalf("extension by %s, want %s", ext.Entry.LeaderID, first.ID)
 	}
 
-	// Graceful handover: stop the leader; the next must not wait out its term.
+	// Graceful handover: stop the leader; the next must not wait out its
+	// term. The term held runs to the extension's expiry even when the
+	// leader's TimeView does not show it yet: a store may push a write to
+	// the watcher before its writer has the answer.
 	heldUntil := first.TV.Get()
+	if ext.Entry.TermExpiry.After(heldUntil) {
+		heldUntil = ext.Entry.TermExpiry
+	}
 	released := time.Now()
 	candidates[index(first)].Stop(t)
 	candidates[index(first)] = nil
