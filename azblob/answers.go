@@ -33,7 +33,8 @@ const (
 	outcomeLost
 	// outcomeMissing: the blob does not exist (reads only).
 	outcomeMissing
-	// outcomeThrottled: the account is over a rate limit; not applied.
+	// outcomeThrottled: the account is over a rate limit, or a lease of
+	// fixed duration blocks writes (see leaseEnds); not applied.
 	outcomeThrottled
 	// outcomeRefused: refused for good (permission, missing container,
 	// lease, immutability); not applied.
@@ -106,7 +107,8 @@ func classify(err error, o op) outcome {
 		return outcomeRefused
 	case strings.HasPrefix(string(code), "Lease"):
 		// 412 LeaseIdMissing, 409 LeaseAlreadyPresent, ...: someone holds a
-		// blob lease on the record, which this library never takes.
+		// blob lease on the record, which this library never takes
+		// (WriteEntry retries when the lease will end: see leaseEnds).
 		return outcomeRefused
 	}
 	switch s := re.StatusCode; {
@@ -246,6 +248,13 @@ type redactError struct{ err error }
 
 func (e redactError) Error() string { return describe(e.err) }
 func (e redactError) Unwrap() error { return e.err }
+
+// leased reports whether err is the service refusing a request because
+// someone holds a lease on the blob.
+func leased(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && strings.HasPrefix(re.ErrorCode, "Lease")
+}
 
 func redacted(err error) error { return redactError{err} }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 
 	"github.com/racedecider/leaderelection/entry"
 )
@@ -257,6 +258,13 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 			return entry.LeaderToken{Version: string(*resp.ETag), CommitTime: commit}, nil
 		}
 		o := classify(err, op)
+		if o == outcomeRefused && leased(err) && d.leaseEnds(opCtx) {
+			// Not applied, and a lease of fixed duration ends within a
+			// minute unless its holder renews it: retried with backoff
+			// like throttling, where an infinite one stays refused.
+			o = outcomeThrottled
+			what += ": someone else holds a lease of fixed duration on the blob, which blocks writes until it expires or is released"
+		}
 		if o != outcomeUnknown && unsure != nil {
 			return entry.LeaderToken{}, fmt.Errorf("azblob: %s: outcome unknown: attempt %d was refused (%s), "+
 				"but an earlier attempt, which failed with %s, may have been applied and caused that: %w",
@@ -285,6 +293,14 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// leaseEnds reports whether the lease held on the blob has a fixed duration
+// (15 to 60 seconds), as one more request shows; false when it is infinite or
+// the request fails.
+func (d *Decider) leaseEnds(ctx context.Context) bool {
+	resp, err := d.blob.GetProperties(policy.WithRetryOptions(ctx, noRetries), nil)
+	return err == nil && resp.LeaseDuration != nil && *resp.LeaseDuration == lease.DurationTypeFixed
+}
 
 // opContext bounds one call by d.timeout.
 func (d *Decider) opContext(ctx context.Context) (context.Context, context.CancelFunc) {

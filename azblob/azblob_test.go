@@ -198,28 +198,48 @@ func TestWrongKeyIsRefused(t *testing.T) {
 	}
 }
 
-// TestLeasedBlobIsRefused: a blob lease taken by someone else makes every
-// write fail with 412 LeaseIdMissing, which is no lost race: it will not
-// heal by reading again.
-func TestLeasedBlobIsRefused(t *testing.T) {
+// TestLeasedBlob: a blob lease taken by someone else makes every write fail
+// with 412 LeaseIdMissing, which is no lost race. An infinite lease will not
+// heal by reading again: a refusal. A lease of fixed duration ends within a
+// minute unless renewed: throttling, which the engine retries with backoff.
+func TestLeasedBlob(t *testing.T) {
 	s := azurite(t)
-	d, name := s.decider(t, "")
-	tok := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w-0", entry.LeaderToken{}))
-	lc, err := lease.NewBlobClient(s.rawBlob(t, name), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lc.AcquireLease(t.Context(), -1, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _, _ = lc.ReleaseLease(t.Context(), nil) }()
-	_, err = d.WriteEntry(t.Context(), faultproxy.Record(1, "w-1", tok))
-	if !errors.Is(err, entry.ErrRefused) || errors.Is(err, entry.ErrRaceLost) {
-		t.Fatalf("write to a leased blob: err = %v, want entry.ErrRefused", err)
-	}
-	t.Logf("leased blob: %v", err)
-	if got := faultproxy.MustRead(t, d); got.WriteID != "w-0" {
-		t.Fatalf("read %+v after the refused write, want w-0", got)
+	for _, c := range []struct {
+		name     string
+		duration int32
+		want     error
+	}{
+		{"infinite", -1, entry.ErrRefused},
+		{"fixed", 15, entry.ErrThrottled},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, name := s.decider(t, "")
+			tok := faultproxy.MustWrite(t, d, faultproxy.Record(0, "w-0", entry.LeaderToken{}))
+			lc, err := lease.NewBlobClient(s.rawBlob(t, name), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lc.AcquireLease(t.Context(), c.duration, nil); err != nil {
+				t.Fatal(err)
+			}
+			_, err = d.WriteEntry(t.Context(), faultproxy.Record(1, "w-1", tok))
+			for _, other := range []error{entry.ErrRefused, entry.ErrThrottled, entry.ErrRaceLost} {
+				if got := errors.Is(err, other); got != (other == c.want) {
+					t.Fatalf("write to a blob under a %s lease: err = %v, want %v", c.name, err, c.want)
+				}
+			}
+			if c.duration > 0 && !strings.Contains(err.Error(), "lease of fixed duration") {
+				t.Errorf("the error does not say a lease blocks the write: %v", err)
+			}
+			t.Logf("%s lease: %v", c.name, err)
+			if got := faultproxy.MustRead(t, d); got.WriteID != "w-0" {
+				t.Fatalf("read %+v after the write that was not applied, want w-0", got)
+			}
+			if _, err := lc.ReleaseLease(t.Context(), nil); err != nil {
+				t.Fatal(err)
+			}
+			faultproxy.MustWrite(t, d, faultproxy.Record(1, "w-1", tok))
+		})
 	}
 }
 

@@ -52,12 +52,15 @@
 // # What the answers mean
 //
 // 403 (AuthorizationFailure, AuthorizationPermissionMismatch,
-// AuthenticationFailed), 404 ContainerNotFound, a lease held on the blob
-// (412 LeaseIdMissing, 409 Lease...), an immutability policy or legal hold
-// (409 BlobImmutableDueToPolicy), an archived blob and any other 4xx that
-// is not a conflict are refusals: entry.ErrRefused, and Acquire ends. 503
-// ServerBusy (the account or partition is over its request or bandwidth
-// limit) and 429 are entry.ErrThrottled. 500 OperationTimedOut, other 5xx
+// AuthenticationFailed), 404 ContainerNotFound, an infinite lease held on
+// the blob (412 LeaseIdMissing, 409 Lease...), an immutability policy or
+// legal hold (409 BlobImmutableDueToPolicy), an archived blob and any other
+// 4xx that is not a conflict are refusals: entry.ErrRefused, and Acquire
+// ends. 503 ServerBusy (the account or partition is over its request or
+// bandwidth limit), 429 and a lease of fixed duration (it ends within a
+// minute unless its holder renews it; a write refused for a lease asks for
+// the blob's properties to tell) are entry.ErrThrottled, retried with
+// backoff. 500 OperationTimedOut, other 5xx
 // and transport errors are unknown outcomes. A token credential that cannot
 // get a token is refused before any request is sent: when it has nothing to
 // get one with (azidentity reports it unavailable: DefaultAzureCredential
