@@ -49,6 +49,12 @@
 // before it stops, and one that was cut off may release the Lease over its
 // successor, which client-go candidates take at once: see the README.)
 //
+// A Lease whose holderIdentity is set without renewTime or
+// leaseDurationSeconds (made by hand, or by a tool that is not client-go)
+// says no end to its holder's lease: reading it fails with an error
+// wrapping entry.ErrCorruptRecord, and Acquire ends, never taking it over.
+// Clear holderIdentity or delete the Lease to hand it to the election.
+//
 // # Permissions
 //
 // The identity needs get, list, watch, create and update on leases in the

@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -280,5 +281,52 @@ func TestForeignLease(t *testing.T) {
 	}
 	if e.LeaderID != holder || e.WriteID != "" || e.ElectionNumber <= mine.ElectionNumber || e.Term <= mine.Term {
 		t.Fatalf("client-go takeover over our stale annotation read as %+v; want held by %s with election and term above %d", e, holder, n)
+	}
+}
+
+// TestLeaseHeldWithNoEnd: a Lease made by hand that names a holder but not
+// until when it holds (no renewTime or no leaseDurationSeconds) is no record
+// to take over: reading it is an error naming the Lease, and Acquire ends
+// with it. Without a holder, it is free.
+func TestLeaseHeldWithNoEnd(t *testing.T) {
+	cfg := adminConfig(t)
+	leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
+	holder, none, dur := "by-hand", "", int32(15)
+	renew := metav1.NewMicroTime(time.Now())
+	for _, c := range []struct {
+		name    string
+		spec    coordinationv1.LeaseSpec
+		corrupt bool
+	}{
+		{"holder only", coordinationv1.LeaseSpec{HolderIdentity: &holder}, true},
+		{"no renewTime", coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, AcquireTime: &renew}, true},
+		{"no leaseDurationSeconds", coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &renew}, true},
+		{"empty", coordinationv1.LeaseSpec{}, false},
+		{"empty holder", coordinationv1.LeaseSpec{HolderIdentity: &none}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			name := freshLease()
+			d := newDecider(t, cfg, name)
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: c.spec}
+			if _, err := leases.Create(t.Context(), l, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			e, err := d.ReadCurrent(t.Context())
+			if !c.corrupt {
+				if err != nil || e.LeaderID != "" || !e.TermExpiry.IsZero() {
+					t.Fatalf("ReadCurrent = %+v, %v; want a free record", e, err)
+				}
+				return
+			}
+			if !errors.Is(err, entry.ErrCorruptRecord) || !strings.Contains(err.Error(), namespace+"/"+name) {
+				t.Fatalf("ReadCurrent = %+v, %v; want an error wrapping entry.ErrCorruptRecord naming %s/%s", e, err, namespace, name)
+			}
+			t.Logf("%v", err)
+			cfg := leaderelection.Config{Decider: d, LeaderID: "ours", TermLength: time.Second, MaxClockSkew: 100 * time.Millisecond,
+				OnElected: func(context.Context, *leaderelection.TimeView) { t.Error("elected over a Lease held with no end") }}
+			if err := cfg.Acquire(t.Context()); !errors.Is(err, entry.ErrCorruptRecord) {
+				t.Fatalf("Acquire = %v, want an error wrapping entry.ErrCorruptRecord", err)
+			}
+		})
 	}
 }

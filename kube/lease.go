@@ -134,7 +134,9 @@ func renewTime(expiry time.Time, dur int32) metav1.MicroTime {
 // for one of its own. Its ElectionNumber and Term are above those of any
 // record of ours the Lease still carries, and rise with each client-go
 // tenure (see foreignEntry), so fencing tokens keep rising across the
-// migration.
+// migration. A spec that names a holder but not until when it holds the
+// Lease (no renewTime or leaseDurationSeconds) is no record to take over:
+// an error wrapping entry.ErrCorruptRecord.
 func (d *Decider) toEntry(l *coordinationv1.Lease) (*entry.RaceEntry, error) {
 	raw, ours := l.Annotations[RecordAnnotation]
 	var rec *entry.RaceEntry
@@ -147,6 +149,14 @@ func (d *Decider) toEntry(l *coordinationv1.Lease) (*entry.RaceEntry, error) {
 		if specMatches(l, rec) {
 			rec.Token = token(l)
 			return rec, nil
+		}
+	}
+	if s := l.Spec; s.HolderIdentity != nil && *s.HolderIdentity != "" {
+		if _, ok := specExpiry(s); !ok {
+			// Made by hand or by a tool that is not client-go (which
+			// always writes both): held, but no one can tell until when.
+			return nil, fmt.Errorf("kube: %s (resourceVersion %s): %w: held by %q with no renewTime or no leaseDurationSeconds, which says no end to the lease; clear holderIdentity or delete the Lease to hand it to this election",
+				d.name, l.ResourceVersion, entry.ErrCorruptRecord, *s.HolderIdentity)
 		}
 	}
 	return foreignEntry(l, rec), nil
