@@ -37,7 +37,7 @@ const (
 	// fixed duration blocks writes (see leaseEnds); not applied.
 	outcomeThrottled
 	// outcomeRefused: refused for good (permission, missing container,
-	// lease, immutability); not applied.
+	// an infinite lease, immutability); not applied.
 	outcomeRefused
 )
 
