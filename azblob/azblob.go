@@ -48,6 +48,9 @@ const (
 
 // noRetries turns the SDK's own retries off for one call: WriteEntry retries
 // writes itself, because only it can tell which attempt's answer to believe.
+// It does not reach the credential: azcore hides it from the token requests
+// made for the call (shared.ContextWithDeniedValues), which keep azidentity's
+// retries (a managed identity's, say).
 var noRetries = policy.RetryOptions{MaxRetries: -1}
 
 // Decider is a leaderelection.RaceDecider that keeps the election record in
