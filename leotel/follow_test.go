@@ -59,3 +59,29 @@ func TestStandbyIsLeaderPoint(t *testing.T) {
 		a.Stop(t)
 	})
 }
+
+// TestStaleTenureEventsIgnored: in a process that runs a candidate and a
+// watcher on one Observer, the watcher may report the previous tenure's
+// extension and expiry after the candidate reported the next tenure. Those
+// do not take fencing_token back, nor name the old leader, nor leave no
+// leader; the end of the newest tenure does.
+func TestStaleTenureEventsIgnored(t *testing.T) {
+	p := newProcess(t, "candidate and watcher")
+	const el = "mem://x"
+	t0 := time.Unix(1_800_000_000, 0)
+	p.obs.Observe(leaderelection.Event{Kind: leaderelection.EventStarted, Election: el, LeaderID: "c"})
+	p.obs.Observe(leaderelection.Event{Kind: leaderelection.EventLeaderChanged, Election: el, LeaderID: "b", Term: 2, Expiry: t0.Add(time.Minute)})
+	for _, c := range []leaderelection.ChangeKind{leaderelection.TermExtended, leaderelection.TermExpired} {
+		p.obs.Observe(leaderelection.Event{Kind: leaderelection.EventWatchChange, Election: el, Change: c, LeaderID: "a", Term: 1, Expiry: t0})
+		p.want(t, "leaderelection.fencing_token", eq(2), "term 2's after term 1 "+c.String())
+		p.want(t, "leaderelection.term.expiry", eq(float64(t0.Add(time.Minute).Unix())), "term 2's after term 1 "+c.String())
+		p.want(t, "leaderelection.leader", eq(1), "b after term 1 "+c.String(), "leader_id", "b")
+		if v, found := p.value(t, "leaderelection.leader", "leader_id", "a"); found {
+			t.Errorf("after term 1 %v: leader{leader_id=a} = %v, want no data point", c, v)
+		}
+	}
+	p.obs.Observe(leaderelection.Event{Kind: leaderelection.EventWatchChange, Election: el, Change: leaderelection.LeaderReleased, LeaderID: "b", Term: 2, Expiry: t0})
+	if v, found := p.value(t, "leaderelection.leader", "leader_id", "b"); found {
+		t.Errorf("after term 2 was released: leader{leader_id=b} = %v, want no data point", v)
+	}
+}

@@ -7,7 +7,7 @@
 //
 //	leaderelection.is_leader               gauge {leader}        1 while this process leads
 //	leaderelection.fencing_token           gauge {token}         Term of the newest tenure seen
-//	leaderelection.term.expiry             gauge s               its TermExpiry, Unix seconds
+//	leaderelection.term.expiry             gauge s               its TermExpiry, Unix seconds (*)
 //	leaderelection.leader                  gauge {leader}        1 for the current leader (attribute leader_id)
 //	leaderelection.transitions             counter {transition}  attribute reason
 //	leaderelection.store.requests          counter {request}     attributes op, result
@@ -19,6 +19,11 @@
 // Every instrument has the attribute election (the store and record the
 // election runs on). The gauges are observed at collection time from the
 // last event, so that a leader id that is no longer current disappears.
+// Events about a tenure older than the newest seen (a Watch behind a
+// candidate in the same process) change no gauge.
+//
+// (*) As last reported: the leader and a Watch report each extension, a
+// waiting candidate only the tenure's start.
 //
 // Metrics only report; the safety of an election rests on the engine (see
 // the leaderelection package).
@@ -156,7 +161,7 @@ func (o *Observer) Observe(e leaderelection.Event) {
 		o.update(e.Election, func(s *state) { s.tenure(e) })
 	case leaderelection.EventOusted:
 		o.transitions.Add(ctx, 1, metric.WithAttributes(el, attribute.String("reason", string(e.Reason))))
-		o.update(e.Election, func(s *state) { s.leading, s.leadingKnown, s.leader = false, true, "" })
+		o.update(e.Election, func(s *state) { s.leading, s.leadingKnown = false, true; s.endTenure(e.Term) })
 	case leaderelection.EventStoreRequest:
 		o.requests.Add(ctx, 1, metric.WithAttributes(el, attribute.String("op", string(e.Op)), attribute.String("result", string(e.Result))))
 		if e.Op != leaderelection.OpWait { // a wait lasts as long as nothing changes
@@ -169,7 +174,7 @@ func (o *Observer) Observe(e leaderelection.Event) {
 			case leaderelection.LeaderElected, leaderelection.TermExtended:
 				s.tenure(e)
 			default:
-				s.leader = ""
+				s.endTenure(e.Term)
 			}
 		})
 	case leaderelection.EventClockOffset:
@@ -210,8 +215,22 @@ func (o *Observer) update(el string, f func(*state)) {
 	f(s)
 }
 
+// tenure records the tenure e describes as the newest seen, unless a newer
+// one was: an event about an older one (a watcher behind a candidate in the
+// same process) is stale.
 func (s *state) tenure(e leaderelection.Event) {
+	if s.tenureKnown && e.Term < s.term {
+		return
+	}
 	s.term, s.expiry, s.leader, s.tenureKnown = e.Term, e.Expiry, e.LeaderID, true
+}
+
+// endTenure notes that the tenure term ended: there is no leader now,
+// unless a newer tenure was seen.
+func (s *state) endTenure(term int64) {
+	if !s.tenureKnown || term >= s.term {
+		s.leader = ""
+	}
 }
 
 func boolInt(b bool) int64 {

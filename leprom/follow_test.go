@@ -101,6 +101,11 @@ func TestNewFailsCleanly(t *testing.T) {
 			t.Errorf("Buckets %v: %v, want an error naming Options.Buckets", b, err)
 		}
 	}
+	// "le" too: client_golang refuses it in a histogram's labels only
+	// when it makes the histogram.
+	if _, err := leprom.New(prometheus.NewRegistry(), leprom.Options{ConstLabels: prometheus.Labels{"le": "x"}}); err == nil || !strings.Contains(err.Error(), `"le"`) {
+		t.Errorf(`ConstLabels {le: x}: %v, want an error naming "le"`, err)
+	}
 	reg := prometheus.NewRegistry()
 	// The same metric as New's last, registered first.
 	clash := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leaderelection_clock_warnings_total",
@@ -112,5 +117,34 @@ func TestNewFailsCleanly(t *testing.T) {
 	reg.Unregister(clash)
 	if _, err := leprom.New(reg, leprom.Options{}); err != nil {
 		t.Errorf("New after the clash was removed: %v", err)
+	}
+}
+
+// TestStaleTenureEventsIgnored: in a process that runs a candidate and a
+// watcher on one Observer, the watcher may report the previous tenure's
+// extension and expiry after the candidate reported the next tenure. Those
+// do not take fencing_token back, nor name the old leader, nor leave no
+// leader; the end of the newest tenure does.
+func TestStaleTenureEventsIgnored(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	obs, err := leprom.New(reg, leprom.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const el = "mem://x"
+	t0 := time.Unix(1_800_000_000, 0)
+	obs.Observe(leaderelection.Event{Kind: leaderelection.EventStarted, Election: el, LeaderID: "c"})
+	obs.Observe(leaderelection.Event{Kind: leaderelection.EventLeaderChanged, Election: el, LeaderID: "b", Term: 2, Expiry: t0.Add(time.Minute)})
+	for _, c := range []leaderelection.ChangeKind{leaderelection.TermExtended, leaderelection.TermExpired} {
+		obs.Observe(leaderelection.Event{Kind: leaderelection.EventWatchChange, Election: el, Change: c, LeaderID: "a", Term: 1, Expiry: t0})
+		want(t, reg, c.String()+" of term 1", "fencing_token", eq(2), "term 2's")
+		want(t, reg, c.String()+" of term 1", "term_expiry_timestamp_seconds", eq(float64(t0.Add(time.Minute).Unix())), "term 2's")
+		if ids := leaders(t, reg); len(ids) != 1 || ids[0] != "b" {
+			t.Errorf("after term 1 %v: leader_info for %v, want b", c, ids)
+		}
+	}
+	obs.Observe(leaderelection.Event{Kind: leaderelection.EventWatchChange, Election: el, Change: leaderelection.LeaderReleased, LeaderID: "b", Term: 2, Expiry: t0})
+	if ids := leaders(t, reg); len(ids) != 0 {
+		t.Errorf("after term 2 was released: leader_info for %v, want none", ids)
 	}
 }

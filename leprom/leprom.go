@@ -9,7 +9,7 @@
 //
 //	leaderelection_is_leader{election}                       1 while this process leads
 //	leaderelection_fencing_token{election}                   Term of the newest tenure seen
-//	leaderelection_term_expiry_timestamp_seconds{election}   its TermExpiry, Unix seconds
+//	leaderelection_term_expiry_timestamp_seconds{election}   its TermExpiry, Unix seconds (*)
 //	leaderelection_leader_info{election,leader_id}           1 for the current leader
 //	leaderelection_transitions_total{election,reason}        elected, released, shutdown, expired, superseded, refused, clock_skew
 //	leaderelection_store_requests_total{election,op,result}  op read|write|wait; result ok, race_lost, throttled, refused, unknown, error, canceled
@@ -17,6 +17,11 @@
 //	leaderelection_watch_changes_total{election,kind}        elected, extended, released, expired, deleted
 //	leaderelection_clock_offset_seconds{election,bound}      bound low|high: the store's clock minus this host's
 //	leaderelection_clock_warnings_total{election}            offset bound past MaxClockSkew/4
+//
+// (*) As last reported: the leader and a Watch report each extension, a
+// waiting candidate only the tenure's start. Events about a tenure older
+// than the newest seen (a Watch behind a candidate in the same process)
+// change no gauge.
 //
 // Metrics only report; the safety of an election rests on the engine (see
 // the leaderelection package). An alert on sum(leaderelection_is_leader) > 1
@@ -58,6 +63,10 @@ type Observer struct {
 	mu sync.Mutex
 	// leaders is the leader id leader_info shows per election.
 	leaders map[string]string
+	// terms is the Term of the newest tenure seen per election: an event
+	// about an older one (a watcher behind a candidate in the same
+	// process) is stale, and changes no gauge.
+	terms map[string]int64
 	// following counts the Acquire and Watch calls running per election.
 	following map[string]int
 }
@@ -72,6 +81,11 @@ const namespace = "leaderelection"
 func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	if reg == nil {
 		return nil, errors.New("leprom: nil Registerer (pass prometheus.DefaultRegisterer to use the global one)")
+	}
+	if _, ok := opts.ConstLabels["le"]; ok {
+		// client_golang refuses it only when it makes the histogram,
+		// as with the buckets below.
+		return nil, errors.New(`leprom: Options.ConstLabels: "le" is the latency histogram's bucket label`)
 	}
 	buckets := opts.Buckets
 	if buckets == nil {
@@ -109,6 +123,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 			Help: "Latency of requests to the store, by operation.", ConstLabels: opts.ConstLabels, Buckets: buckets},
 			[]string{"election", "op"}),
 		leaders:   map[string]string{},
+		terms:     map[string]int64{},
 		following: map[string]int{},
 	}
 	all := []prometheus.Collector{o.isLeader, o.fencingToken, o.termExpiry, o.leaderInfo, o.clockOffset,
@@ -138,7 +153,7 @@ func (o *Observer) Observe(e leaderelection.Event) {
 	case leaderelection.EventOusted:
 		o.isLeader.WithLabelValues(el).Set(0)
 		o.transitions.WithLabelValues(el, string(e.Reason)).Inc()
-		o.setLeader(el, "")
+		o.endTenure(el, e.Term)
 	case leaderelection.EventLeaderChanged:
 		o.tenure(el, e)
 	case leaderelection.EventStoreRequest:
@@ -152,7 +167,7 @@ func (o *Observer) Observe(e leaderelection.Event) {
 		case leaderelection.LeaderElected, leaderelection.TermExtended:
 			o.tenure(el, e)
 		default:
-			o.setLeader(el, "")
+			o.endTenure(el, e.Term)
 		}
 	case leaderelection.EventClockOffset:
 		o.clockOffset.WithLabelValues(el, "low").Set(e.Offset.Low.Seconds())
@@ -192,19 +207,37 @@ func (o *Observer) follow(el string, delta int) {
 	}
 }
 
-// tenure records the tenure e describes as the newest seen.
+// tenure records the tenure e describes as the newest seen, unless a newer
+// one was.
 func (o *Observer) tenure(el string, e leaderelection.Event) {
-	o.fencingToken.WithLabelValues(el).Set(float64(e.Term))
-	o.termExpiry.WithLabelValues(el).Set(unixSeconds(e.Expiry))
-	o.setLeader(el, e.LeaderID)
-}
-
-// setLeader makes id the only leader_info series of election el; "" leaves
-// none.
-func (o *Observer) setLeader(el, id string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.setLeaderLocked(el, id)
+	if !o.currentLocked(el, e.Term) {
+		return
+	}
+	o.fencingToken.WithLabelValues(el).Set(float64(e.Term))
+	o.termExpiry.WithLabelValues(el).Set(unixSeconds(e.Expiry))
+	o.setLeaderLocked(el, e.LeaderID)
+}
+
+// endTenure notes that the tenure term on el ended: it has no leader now,
+// unless a newer tenure was seen.
+func (o *Observer) endTenure(el string, term int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.currentLocked(el, term) {
+		o.setLeaderLocked(el, "")
+	}
+}
+
+// currentLocked reports whether an event about term on el is about the
+// newest tenure seen (or one newer, which it notes). Call with o.mu held.
+func (o *Observer) currentLocked(el string, term int64) bool {
+	if newest, ok := o.terms[el]; ok && term < newest {
+		return false
+	}
+	o.terms[el] = term
+	return true
 }
 
 func (o *Observer) setLeaderLocked(el, id string) {
