@@ -133,12 +133,17 @@ func (w *WatchConfig) Validate() error {
 // stores and file systems serve) is not reported; a record that disappears is
 // reported deleted once three reads within half a PollInterval agree. A
 // record whose term has ended by the time it is read is reported as
-// TermExpired, never as a current leader. Failed reads are retried with backoff and reported to OnError and
-// Logger; they do not end the watch. A store that refuses for good
-// (ErrRefused: permission denied, a missing bucket) ends it with that error.
+// TermExpired, never as a current leader. Failed reads are retried with
+// backoff and reported to OnError and Logger; they do not end the watch. A
+// store that refuses for good (ErrRefused: permission denied, a missing
+// bucket) ends it with that error; an invalid WatchConfig or a nil cb ends
+// it at once.
 func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c Change)) (err error) {
 	if err := w.Validate(); err != nil {
 		return err
+	}
+	if cb == nil {
+		return errors.New("leaderelection: Watch: nil callback")
 	}
 	if w.Clock == nil {
 		w.Clock = clocks.DefaultClock()

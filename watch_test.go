@@ -134,6 +134,15 @@ func TestWatchValidate(t *testing.T) {
 	if want := "PollInterval (2562047h47m16.854775807s) must be between 0 and 24h0m0s"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Watch error %v does not contain %q", err, want)
 	}
+	// A valid config with no callback, on a record there is to report.
+	mem := memory.NewDecider()
+	if _, err := mem.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, Term: 1, LeaderID: "a", TermExpiry: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	err = leaderelection.WatchConfig{Decider: mem}.Watch(t.Context(), nil)
+	if want := "nil callback"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Watch error %v does not contain %q", err, want)
+	}
 }
 
 // swappable reads from whichever decider it holds, to model a record that
