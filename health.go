@@ -19,17 +19,20 @@ import (
 // reason when not.
 //
 // An election is unhealthy when:
-//   - this process believes it leads (OnElected has not returned) but its
-//     term ran out more than Tolerance ago: OnElected ignores its context,
-//     or the process is starved;
+//   - a candidate of this process believes it leads (its OnElected has not
+//     returned) but its term ran out more than Tolerance ago: OnElected
+//     ignores its context, or the process is starved (whatever other
+//     Acquires on the election do meanwhile);
 //   - MaxQuiet is set, an Acquire or a Watch on the election runs, the
 //     election is not led here, and no request to the store has been
 //     answered (successfully, or with a lost race) for longer than MaxQuiet:
 //     the store is unreachable or the campaign is stuck. A candidate's
 //     pause after OnElected returned early (EventPaused) is not quiet,
 //     unless another Acquire or a Watch on the election runs meanwhile;
-//   - Acquire or Watch returned with an error other than its context's (a
-//     store that refuses for good), and has not been called anew since.
+//   - an Acquire or a Watch returned with an error other than its
+//     context's (a store that refuses for good), and has not been called
+//     anew since: until an Acquire on the election starts, for an
+//     Acquire's error; a Watch, for a Watch's.
 //
 // It judges by Event.Election, the Decider's name: a Config and a WatchConfig
 // on one Decider in one process are one election to it (the watcher's
@@ -68,9 +71,9 @@ const DefaultHealthTolerance = 10 * time.Second
 
 // health is what a HealthCheck knows of one election.
 type health struct {
-	leading bool
-	term    int64
-	expiry  time.Time
+	// leads: the tenure each candidate here believes it leads (OnElected
+	// has not returned), by LeaderID.
+	leads map[string]lead
 	// since: when judging began, or the last answered request.
 	since time.Time
 	// pauses: when each running candidate's pause after OnElected
@@ -80,9 +83,14 @@ type health struct {
 	pauses map[string]time.Time
 	// campaigns and watches: the Acquire and Watch calls running.
 	campaigns, watches int
-	// acquireErr and watchErr: what the last Acquire and Watch returned,
-	// if not their context's error.
+	// acquireErr and watchErr: the last error other than its context's
+	// that an Acquire and a Watch returned, until one is called anew.
 	acquireErr, watchErr error
+}
+
+type lead struct {
+	term   int64
+	expiry time.Time
 }
 
 var _ Observer = (*HealthCheck)(nil)
@@ -113,30 +121,40 @@ func (h *HealthCheck) Observe(e Event) {
 		switch {
 		case s.campaigns+s.watches == 0:
 			s.since, s.pauses = now, nil // judged afresh
-		case e.Kind == EventWatchStarted && s.watches == 0:
-			// Judged through a pause from now on (see Check): quiet
-			// counts from now, or from the pause's end if it is over.
+		case s.watches == 0:
+			// No longer excused by a pause (see Check), if every
+			// candidate was in one: quiet counts from now, or from the
+			// pause's end if it is over.
 			s.since = maxTime(s.since, minTime(now, s.pausedUntil()))
 		}
 		if e.Kind == EventStarted {
 			delete(s.pauses, e.LeaderID)
+			delete(s.leads, e.LeaderID)
 			s.campaigns++
-			s.leading, s.acquireErr = false, nil
+			s.acquireErr = nil
 		} else {
 			s.watches++
 			s.watchErr = nil
 		}
 	case EventStopped:
 		s.campaigns = max(s.campaigns-1, 0)
-		s.leading, s.acquireErr = false, failure(e.Err)
+		if err := failure(e.Err); err != nil {
+			s.acquireErr = err
+		}
+		delete(s.leads, e.LeaderID)
 		delete(s.pauses, e.LeaderID) // a pause ends with its Acquire
 	case EventWatchStopped:
 		s.watches = max(s.watches-1, 0)
-		s.watchErr = failure(e.Err)
+		if err := failure(e.Err); err != nil {
+			s.watchErr = err
+		}
 	case EventElected, EventExtended:
-		s.leading, s.term, s.expiry = true, e.Term, e.Expiry
+		if s.leads == nil {
+			s.leads = map[string]lead{}
+		}
+		s.leads[e.LeaderID] = lead{e.Term, e.Expiry}
 	case EventOusted:
-		s.leading = false
+		delete(s.leads, e.LeaderID)
 	case EventPaused:
 		if s.pauses == nil {
 			s.pauses = map[string]time.Time{}
@@ -162,6 +180,18 @@ func (s *health) pausedUntil() time.Time {
 		}
 	}
 	return first
+}
+
+// wedged returns the tenure with the earliest expiry among those still
+// believed led more than tolerance past their expiry, if any.
+func (s *health) wedged(now time.Time, tolerance time.Duration) *lead {
+	var w *lead
+	for _, l := range s.leads {
+		if now.Sub(l.expiry) > tolerance && (w == nil || l.expiry.Before(w.expiry)) {
+			w = &l
+		}
+	}
+	return w
 }
 
 // failure is err, unless it is nil or a context's error.
@@ -193,15 +223,16 @@ func (h *HealthCheck) Check() error {
 			from, pause = p, " since its candidates' pause ended"
 		}
 		quiet := now.Sub(from)
+		wedged := s.wedged(now, tolerance)
 		switch {
 		case s.acquireErr != nil:
 			errs = append(errs, fmt.Errorf("election %s: Acquire ended: %w", name, s.acquireErr))
 		case s.watchErr != nil:
 			errs = append(errs, fmt.Errorf("election %s: Watch ended: %w", name, s.watchErr))
-		case s.leading && now.Sub(s.expiry) > tolerance:
+		case wedged != nil:
 			errs = append(errs, fmt.Errorf("election %s: still leading term %d, which expired at %s, %s ago (tolerance %s)",
-				name, s.term, s.expiry.Format(time.RFC3339Nano), now.Sub(s.expiry).Round(time.Millisecond), tolerance))
-		case s.campaigns+s.watches > 0 && !s.leading && h.MaxQuiet > 0 && quiet > h.MaxQuiet:
+				name, wedged.term, wedged.expiry.Format(time.RFC3339Nano), now.Sub(wedged.expiry).Round(time.Millisecond), tolerance))
+		case s.campaigns+s.watches > 0 && len(s.leads) == 0 && h.MaxQuiet > 0 && quiet > h.MaxQuiet:
 			// (A leader writes only at its extensions, and one that
 			// cannot is judged by its expiry, above.)
 			errs = append(errs, fmt.Errorf("election %s: no answer from the store for %s%s (MaxQuiet %s)",

@@ -376,3 +376,70 @@ func TestHealthCheckStandbyDuringFailover(t *testing.T) {
 		stopA()
 	})
 }
+
+// TestHealthCheckWedgedBesideAnotherAcquire: a process whose OnElected
+// ignores its context is reported however many other Acquires on the
+// election start, lead and stop meanwhile (one used to clear it by
+// starting, and another's term to stand for it).
+func TestHealthCheckWedgedBesideAnotherAcquire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		accA, accB := racedecidertest.Cuttable(mem), racedecidertest.Cuttable(mem)
+		hc := &leaderelection.HealthCheck{}
+		elected, unblock := make(chan struct{}), make(chan struct{})
+		cfgA := leaderelection.Config{Decider: accA.Decider, LeaderID: "a", TermLength: term, MaxClockSkew: skew, Observer: hc,
+			OnElected: func(context.Context, *leaderelection.TimeView) { close(elected); <-unblock }}
+		ctxA, cancelA := context.WithCancel(t.Context())
+		doneA := make(chan error, 1)
+		go func() { doneA <- cfgA.Acquire(ctxA) }()
+		<-elected
+		accA.Cut(true)
+		time.Sleep(term + leaderelection.DefaultHealthTolerance + time.Second)
+		check := func(when string) {
+			t.Helper()
+			if err := hc.Check(); err == nil || !strings.Contains(err.Error(), "still leading term") {
+				t.Errorf("%s: %v, want a reported still leading", when, err)
+			}
+		}
+		check("a wedged")
+		cfgB := leaderelection.Config{Decider: accB.Decider, LeaderID: "b", TermLength: term, MaxClockSkew: skew, Observer: hc,
+			OnElected: func(ctx context.Context, _ *leaderelection.TimeView) { <-ctx.Done() }}
+		b := racedecidertest.StartCandidate(t.Context(), cfgB)
+		synctest.Wait()
+		check("b started, and elected")
+		b.Stop(t)
+		synctest.Wait()
+		check("b stopped")
+		close(unblock)
+		cancelA()
+		accA.Cut(false)
+		<-doneA
+	})
+}
+
+// TestHealthCheckAcquireStartedInAPause: an Acquire started while every
+// other one on the election is in a pause is judged from its start, not
+// from the last answer before the pause.
+func TestHealthCheckAcquireStartedInAPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		accB := racedecidertest.Cuttable(mem)
+		hc := &leaderelection.HealthCheck{MaxQuiet: 20 * time.Second}
+		_, stopA := startLongPause(t, mem, hc)
+		defer stopA()
+		time.Sleep(50 * time.Second)
+		accB.Cut(true)
+		defer accB.Cut(false)
+		b := racedecidertest.StartCandidate(t.Context(), leaderelection.Config{Decider: accB.Decider, LeaderID: "b", TermLength: term, MaxClockSkew: skew, Observer: hc,
+			OnElected: func(ctx context.Context, _ *leaderelection.TimeView) { <-ctx.Done() }})
+		defer b.Stop(t)
+		synctest.Wait()
+		if err := hc.Check(); err != nil {
+			t.Errorf("b started, cut off, 50 s into a's pause: %v, want healthy until MaxQuiet from its start", err)
+		}
+		time.Sleep(hc.MaxQuiet + time.Second)
+		if err := hc.Check(); err == nil || !strings.Contains(err.Error(), "no answer from the store") {
+			t.Errorf("b cut off for MaxQuiet + 1 s: %v, want it reported", err)
+		}
+	})
+}
