@@ -35,8 +35,12 @@ func TestHealthCheckWatchStopped(t *testing.T) {
 			t.Errorf("a minute after the only watch was stopped on purpose: %v, want healthy", err)
 		}
 
-		// A watch that the store's refusal ends is reported.
+		// A watch that the store's refusal ends is reported, even once
+		// another watch on the election, started before, is stopped on
+		// purpose.
 		hc = &leaderelection.HealthCheck{MaxQuiet: 4 * time.Second}
+		_, stop = startWatch(t, leaderelection.WatchConfig{Decider: mem, Observer: hc})
+		synctest.Wait()
 		w := leaderelection.WatchConfig{Decider: refusingReads{mem}, Observer: hc}
 		if err := w.Watch(t.Context(), func(context.Context, leaderelection.Change) {}); !errors.Is(err, entry.ErrRefused) {
 			t.Fatalf("Watch: %v, want a refusal", err)
@@ -44,11 +48,18 @@ func TestHealthCheckWatchStopped(t *testing.T) {
 		if err := hc.Check(); err == nil || !strings.Contains(err.Error(), "Watch ended") {
 			t.Errorf("after a refusal ended the watch: %v, want it reported", err)
 		}
+		stop()
+		if err := hc.Check(); err == nil || !strings.Contains(err.Error(), "Watch ended") {
+			t.Errorf("after the other watch was stopped: %v, want the refusal still reported", err)
+		}
 	})
 }
 
-// refusingReads refuses every read, as a store without read permission.
+// refusingReads refuses every read, as a store without read permission. It
+// is named as the store it wraps: one election to HealthCheck.
 type refusingReads struct{ leaderelection.RaceDecider }
+
+func (r refusingReads) String() string { return fmt.Sprint(r.RaceDecider) }
 
 func (refusingReads) ReadCurrent(context.Context) (*entry.RaceEntry, error) {
 	return nil, fmt.Errorf("403 Forbidden: %w", entry.ErrRefused)
