@@ -624,7 +624,7 @@ func (cd *candidate) sendTime(rec *entry.RaceEntry) time.Time {
 // read reads the record, retrying failures with backoff until ctx ends. A
 // corrupt record is returned as an error at once.
 func (cd *candidate) read(ctx context.Context) (*entry.RaceEntry, error) {
-	return readRetrying(ctx, cd.Clock, cd.rng, &cd.rtt, cd.obs, cd.Decider, cd.opTimeout(), time.Time{}, func(err error) error {
+	return readRetrying(ctx, cd.Clock, cd.rng, &cd.rtt, cd.obs, cd.Decider, cd.opTimeout(), cd.opTimeout(), time.Time{}, func(err error) error {
 		if errors.Is(err, entry.ErrCorruptRecord) {
 			return fmt.Errorf("leaderelection: not campaigning on a record it cannot read: %w", err)
 		}

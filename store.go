@@ -42,12 +42,13 @@ func refusal(d RaceDecider, err error) error {
 var errNoRecord = errors.New("leaderelection: the Decider's ReadCurrent returned no record and no error")
 
 // readRetrying reads until it succeeds, ctx ends, or deadline (if not zero)
-// passes, backing off between failures from timeout/64 up to timeout. A
-// refusal stops it at once (see refusal); every other failure goes to onErr,
-// and a non-nil result from onErr stops the retries and is returned.
+// passes, each read bounded by timeout, backing off between failures from
+// maxWait/64 up to maxWait. A refusal stops it at once (see refusal); every
+// other failure goes to onErr, and a non-nil result from onErr stops the
+// retries and is returned.
 //
 // Successful reads' round trips go to rtt, if not nil.
-func readRetrying(ctx context.Context, clock clocks.Clock, r *rng, rtt *latencies, h *hook, d RaceDecider, timeout time.Duration, deadline time.Time, onErr func(error) error) (*entry.RaceEntry, error) {
+func readRetrying(ctx context.Context, clock clocks.Clock, r *rng, rtt *latencies, h *hook, d RaceDecider, timeout, maxWait time.Duration, deadline time.Time, onErr func(error) error) (*entry.RaceEntry, error) {
 	// A read cut short by the deadline failed; only one cut short by the
 	// caller was canceled.
 	caller := ctx
@@ -56,7 +57,7 @@ func readRetrying(ctx context.Context, clock clocks.Clock, r *rng, rtt *latencie
 		ctx, cancel = clock.ContextWithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	b := newBackoff(r, timeout/64, timeout)
+	b := newBackoff(r, maxWait/64, maxWait)
 	for {
 		rctx, cancel := clock.ContextWithTimeout(ctx, timeout)
 		t0 := clock.Now()
@@ -194,7 +195,7 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 	// Kept even for a lost race: a backend's own retry of an applied write
 	// can report one, and the write id is the only proof either way.
 	cd.pending = append(cd.pending, pendingWrite{writeID: next.WriteID, on: next.Token, sentAt: t0})
-	rec, rerr := readRetrying(ctx, cd.Clock, cd.rng, &cd.rtt, cd.obs, cd.Decider, cd.opTimeout(), deadline, func(err error) error {
+	rec, rerr := readRetrying(ctx, cd.Clock, cd.rng, &cd.rtt, cd.obs, cd.Decider, cd.opTimeout(), cd.opTimeout(), deadline, func(err error) error {
 		cd.log.Warn("reading back a write failed; retrying", "err", err)
 		return nil
 	})

@@ -29,8 +29,10 @@ type WatchConfig struct {
 
 	// PollInterval bounds how long the watcher goes without reading when
 	// the Decider cannot push changes: the longest a release, extension or
-	// new leader can go unnoticed. Zero means DefaultWatchPollInterval; at
-	// most 24 hours.
+	// new leader can go unnoticed (while the store answers: a read is
+	// abandoned after 10 s without an answer, and failed reads are retried
+	// with backoff up to PollInterval or those 10 s, whichever is shorter).
+	// Zero means DefaultWatchPollInterval; at most 24 hours.
 	PollInterval time.Duration
 
 	// Clock is the time source; nil means the real clock.
@@ -328,11 +330,15 @@ func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, gri
 }
 
 // watchReadTimeout bounds one read by a watcher: long enough for a slow
-// store, as a read that always times out would never converge.
+// store, as a read that always times out would never converge, and no
+// longer, as a read that hangs (a connection black-holed) blinds the
+// watcher until it is abandoned. Failed reads are retried no less often than
+// healthy ones are made: the backoff stops at PollInterval (or at this
+// timeout, if shorter).
 const watchReadTimeout = 10 * time.Second
 
 func (w *WatchConfig) read(ctx context.Context, h *hook, r *rng) (*entry.RaceEntry, error) {
-	return readRetrying(ctx, w.Clock, r, nil, h, w.Decider, max(4*w.PollInterval, watchReadTimeout), time.Time{}, func(err error) error {
+	return readRetrying(ctx, w.Clock, r, nil, h, w.Decider, watchReadTimeout, min(w.PollInterval, watchReadTimeout), time.Time{}, func(err error) error {
 		w.report(ctx, fmt.Errorf("leaderelection: watch: reading the election record failed; retrying: %w", err))
 		return nil
 	})

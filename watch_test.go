@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -287,4 +288,88 @@ func TestWatchBrokenNotifierReads(t *testing.T) {
 			})
 		})
 	}
+}
+
+// blackHoled makes every read hang until its context ends while holed is
+// set, as a connection that stopped answering; pushes go through.
+type blackHoled struct {
+	*memory.Decider
+	holed, failing atomic.Bool
+}
+
+func (b *blackHoled) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	if b.holed.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if b.failing.Load() {
+		return nil, errors.New("503 Service Unavailable")
+	}
+	return b.Decider.ReadCurrent(ctx)
+}
+
+// TestWatchHungReadIsAbandoned: a watcher with a long PollInterval (on a
+// store that pushes, where polls are rare) abandons a read that gets no
+// answer after 10 s and retries it no later than that: the read used to be
+// given 4 x PollInterval, and the retries to back off as far, so that one
+// hung read blinded it for 4 minutes.
+func TestWatchHungReadIsAbandoned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		d := &blackHoled{Decider: mem}
+		d.holed.Store(true)
+		start := time.Now()
+		reported := make(chan time.Duration, 100)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go func() {
+			_ = leaderelection.WatchConfig{Decider: d, MaxClockSkew: skew, PollInterval: time.Minute}.Watch(ctx, func(context.Context, leaderelection.Change) {
+				reported <- time.Since(start)
+			})
+		}()
+		time.Sleep(time.Second)
+		d.holed.Store(false) // answered again, from 1 s on
+		m := newMonitor(t)
+		stop := runCandidate(t, baseConfig(mem, "a", m, nil))
+		defer stop()
+		next(m)
+		select {
+		case at := <-reported:
+			if at > 12*time.Second {
+				t.Errorf("first report %v after the start, with the store answering from 1 s; want within the read timeout (10 s) and a retry", at)
+			}
+		case <-time.After(time.Hour):
+			t.Fatal("no report within an hour")
+		}
+	})
+}
+
+// TestWatchRetriesAsOftenAsItPolls: after a minute of failed reads, a
+// watcher finds the store back within about a PollInterval (1 s by
+// default): its retries back off no further than that. They used to back
+// off to the read timeout, 10 s.
+func TestWatchRetriesAsOftenAsItPolls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := newMonitor(t)
+		stop := runCandidate(t, baseConfig(mem, "a", m, nil))
+		defer stop()
+		next(m)
+		d := &blackHoled{Decider: mem}
+		d.failing.Store(true)
+		start := time.Now()
+		reported := make(chan time.Duration, 100)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go func() {
+			_ = leaderelection.WatchConfig{Decider: d, MaxClockSkew: skew}.Watch(ctx, func(context.Context, leaderelection.Change) {
+				reported <- time.Since(start)
+			})
+		}()
+		time.Sleep(time.Minute)
+		d.failing.Store(false)
+		if at := <-reported; at > time.Minute+1500*time.Millisecond {
+			t.Errorf("first report %v after the start, with reads failing for the first minute; want within about a PollInterval (1 s) of it", at)
+		}
+	})
 }
