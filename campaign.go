@@ -40,7 +40,7 @@ func (c Config) Acquire(ctx context.Context) error {
 		legacy: hooks.LegacyScheduling(ctx), probe: hooks.HerdProbe(ctx)}
 	cd.herd = newHerd(cd.ExpectedCandidates, cd.legacy)
 	cd.grid = pollGridFor(ctx, cd.rng)
-	cd.log = cd.Logger.With("leader_id", cd.LeaderID)
+	cd.log = cd.Logger.With("leader_id", cd.LeaderID, "store", storeName(c.Decider))
 	n, _ := c.Decider.(ChangeNotifier)
 	cd.waiter = waiter{clock: cd.Clock, n: n, poll: cd.PollInterval, onPushErr: func(err error) {
 		cd.log.Warn("waiting for a pushed change failed; polling instead", "err", err)

@@ -78,7 +78,7 @@ func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Tim
 	case wctx.Err() != nil:
 		return nil, vouched, nil
 	case err == nil:
-		err = errNoRecord
+		err = errNoPushedRecord
 	}
 	// The channel failed before the deadline: fall back to a poll, no
 	// sooner than poll after the attempt began, so that a channel that
@@ -92,6 +92,10 @@ func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Tim
 	}
 	return nil, false, nil
 }
+
+// errNoPushedRecord reports a ChangeNotifier that broke its contract by
+// returning neither a record nor an error.
+var errNoPushedRecord = errors.New("leaderelection: the Decider's WaitForChange returned no record and no error; polling instead")
 
 // errEcho is the failure of a push channel that answered a wait with the
 // record it was told to wait past, which a ChangeNotifier must not do.

@@ -166,7 +166,7 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 	}
 	n, _ := w.Decider.(ChangeNotifier)
 	wt := &waiter{clock: w.Clock, n: n, poll: w.PollInterval, h: h, onPushErr: func(err error) {
-		w.report(ctx, fmt.Errorf("leaderelection: watch: waiting for a pushed change failed; polling: %w", err))
+		w.report(ctx, fmt.Errorf("leaderelection: watch on %s: waiting for a pushed change failed; polling: %w", storeName(w.Decider), err))
 	}}
 
 	r := newRNG(hooks.Rand(ctx))
@@ -191,7 +191,7 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 	for err == nil {
 		if pushed && deaf {
 			deaf = false
-			w.Logger.Info("leaderelection: watch: the push channel brought a change again; waiting on it instead of polling")
+			w.Logger.Info("leaderelection: watch on " + storeName(w.Decider) + ": the push channel brought a change again; waiting on it instead of polling")
 		}
 		if !exists(rec) && exists(last) {
 			// A deletion, or a stale read from before the record was
@@ -223,7 +223,7 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 			// landed between the wait's end and the read looks the
 			// same, and costs the polls until the next push.
 			deaf = true
-			w.report(ctx, errors.New("leaderelection: watch: the push channel said the election record had not changed, but it had; polling every PollInterval until it brings a change again"))
+			w.report(ctx, fmt.Errorf("leaderelection: watch on %s: the push channel said the election record had not changed, but it had; polling every PollInterval until it brings a change again", storeName(w.Decider)))
 		}
 		if news {
 			c := Change{Kind: kind, Entry: *rec.Clone()}
@@ -339,7 +339,7 @@ const watchReadTimeout = 10 * time.Second
 
 func (w *WatchConfig) read(ctx context.Context, h *hook, r *rng) (*entry.RaceEntry, error) {
 	return readRetrying(ctx, w.Clock, r, nil, h, w.Decider, watchReadTimeout, min(w.PollInterval, watchReadTimeout), time.Time{}, func(err error) error {
-		w.report(ctx, fmt.Errorf("leaderelection: watch: reading the election record failed; retrying: %w", err))
+		w.report(ctx, fmt.Errorf("leaderelection: watch on %s: reading the election record failed; retrying: %w", storeName(w.Decider), err))
 		return nil
 	})
 }

@@ -373,3 +373,31 @@ func TestWatchRetriesAsOftenAsItPolls(t *testing.T) {
 		}
 	})
 }
+
+// TestWatchErrorsNameTheStore: what a watcher tells OnError names the store,
+// so that a process watching several elections with one OnError can tell
+// them apart.
+func TestWatchErrorsNameTheStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &blackHoled{Decider: memory.NewDecider()}
+		d.failing.Store(true)
+		var got []string
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			done <- leaderelection.WatchConfig{Decider: d, OnError: func(_ context.Context, err error) { got = append(got, err.Error()) }}.
+				Watch(ctx, func(context.Context, leaderelection.Change) {})
+		}()
+		time.Sleep(5 * time.Second)
+		cancel()
+		<-done
+		if len(got) == 0 {
+			t.Fatal("no error told to OnError while every read failed")
+		}
+		for _, e := range got {
+			if !strings.Contains(e, "watch on "+d.String()+":") {
+				t.Errorf("OnError told %q, which does not name the store %s", e, d)
+			}
+		}
+	})
+}
