@@ -188,10 +188,30 @@ func unknownScheme(scheme string) error {
 	return fmt.Errorf("%w: unknown scheme %q%s; registered: %s", ErrBadURL, scheme, hint, registered)
 }
 
+// queryFault says what in a query that does not parse is wrong without
+// quoting a value, which may be a password or a token: net/url's error
+// quotes the bad escape, and so the characters after it.
+func queryFault(raw string) string {
+	for pair := range strings.SplitSeq(raw, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		key, err := url.QueryUnescape(k)
+		if err != nil {
+			return "a parameter name has a bad %-escape (write a literal % as %25)"
+		}
+		if _, err := url.QueryUnescape(v); err != nil {
+			return fmt.Sprintf("the value of %q has a bad %%-escape (write a literal %% as %%25)", key)
+		}
+	}
+	if strings.Contains(raw, ";") {
+		return "a ';' separates parameters (use '&')"
+	}
+	return "it does not parse"
+}
+
 func checkParams(u *url.URL, scheme string, accepted []string) error {
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return fmt.Errorf("%w: query: %w", ErrBadURL, err)
+		return fmt.Errorf("%w: query: %s", ErrBadURL, queryFault(u.RawQuery))
 	}
 	var unknown []string
 	for k := range q {
