@@ -77,6 +77,11 @@ func (b *Builder) Scheme() string { return Scheme }
 // record is read again with backoff, capped at a minute (or PollInterval if
 // longer), until the store answers. Build fails only for an invalid
 // WatchConfig or a name the lookup does not know.
+//
+// The WatchConfig's Observer sees the watcher's requests, not the
+// resolver's own reads (the first, one per ResolveNow served, one at a
+// term's expiry, and those after a refusal): metrics built on it count
+// those out.
 func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts resolver.BuildOptions) (resolver.Resolver, error) {
 	if b == nil || b.lookup == nil {
 		return nil, errors.New("legrpc: a Builder must come from NewBuilder or NewBuilderFunc with a lookup")
