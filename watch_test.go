@@ -308,6 +308,33 @@ func (b *blackHoled) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) 
 	return b.Decider.ReadCurrent(ctx)
 }
 
+// firstReport starts cfg.Watch, until the test ends, and returns a function
+// that waits (an hour at most) for its first report and says how long after
+// the start it came.
+func firstReport(t *testing.T, cfg leaderelection.WatchConfig) func() time.Duration {
+	start := time.Now()
+	reported := make(chan time.Duration, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	go func() {
+		_ = cfg.Watch(ctx, func(context.Context, leaderelection.Change) {
+			select {
+			case reported <- time.Since(start):
+			default:
+			}
+		})
+	}()
+	return func() time.Duration {
+		select {
+		case at := <-reported:
+			return at
+		case <-time.After(time.Hour):
+			t.Fatal("no report within an hour")
+			return 0
+		}
+	}
+}
+
 // TestWatchHungReadIsAbandoned: a watcher with a long PollInterval (on a
 // store that pushes, where polls are rare) abandons a read that gets no
 // answer after 10 s and retries it no later than that: the read used to be
@@ -318,28 +345,15 @@ func TestWatchHungReadIsAbandoned(t *testing.T) {
 		mem := memory.NewDecider()
 		d := &blackHoled{Decider: mem}
 		d.holed.Store(true)
-		start := time.Now()
-		reported := make(chan time.Duration, 100)
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go func() {
-			_ = leaderelection.WatchConfig{Decider: d, MaxClockSkew: skew, PollInterval: time.Minute}.Watch(ctx, func(context.Context, leaderelection.Change) {
-				reported <- time.Since(start)
-			})
-		}()
+		first := firstReport(t, leaderelection.WatchConfig{Decider: d, MaxClockSkew: skew, PollInterval: time.Minute})
 		time.Sleep(time.Second)
 		d.holed.Store(false) // answered again, from 1 s on
 		m := newMonitor(t)
 		stop := runCandidate(t, baseConfig(mem, "a", m, nil))
 		defer stop()
 		next(m)
-		select {
-		case at := <-reported:
-			if at > 12*time.Second {
-				t.Errorf("first report %v after the start, with the store answering from 1 s; want within the read timeout (10 s) and a retry", at)
-			}
-		case <-time.After(time.Hour):
-			t.Fatal("no report within an hour")
+		if at := first(); at > 12*time.Second {
+			t.Errorf("first report %v after the start, with the store answering from 1 s; want within the read timeout (10 s) and a retry", at)
 		}
 	})
 }
@@ -357,18 +371,10 @@ func TestWatchRetriesAsOftenAsItPolls(t *testing.T) {
 		next(m)
 		d := &blackHoled{Decider: mem}
 		d.failing.Store(true)
-		start := time.Now()
-		reported := make(chan time.Duration, 100)
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go func() {
-			_ = leaderelection.WatchConfig{Decider: d, MaxClockSkew: skew}.Watch(ctx, func(context.Context, leaderelection.Change) {
-				reported <- time.Since(start)
-			})
-		}()
+		first := firstReport(t, leaderelection.WatchConfig{Decider: d, MaxClockSkew: skew})
 		time.Sleep(time.Minute)
 		d.failing.Store(false)
-		if at := <-reported; at > time.Minute+1500*time.Millisecond {
+		if at := first(); at > time.Minute+1500*time.Millisecond {
 			t.Errorf("first report %v after the start, with reads failing for the first minute; want within about a PollInterval (1 s) of it", at)
 		}
 	})
