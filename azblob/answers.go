@@ -33,8 +33,8 @@ const (
 	outcomeLost
 	// outcomeMissing: the blob does not exist (reads only).
 	outcomeMissing
-	// outcomeThrottled: the account is over a rate limit, or a lease of
-	// fixed duration blocks writes (see leaseEnds); not applied.
+	// outcomeThrottled: the account is over a rate limit, or a lease that
+	// ends blocks writes (see leasedForGood); not applied.
 	outcomeThrottled
 	// outcomeRefused: refused for good (permission, missing container,
 	// an infinite lease, immutability); not applied.
@@ -105,10 +105,10 @@ func classify(err error, o op) outcome {
 		// 409 BlobImmutableDueToPolicy (and its legal-hold variant): a
 		// time-based retention policy or legal hold forbids overwrites.
 		return outcomeRefused
-	case strings.HasPrefix(string(code), "Lease"):
+	case leased(err):
 		// 412 LeaseIdMissing, 409 LeaseAlreadyPresent, ...: someone holds a
 		// blob lease on the record, which this library never takes
-		// (WriteEntry retries when the lease will end: see leaseEnds).
+		// (WriteEntry retries when the lease ends: see leasedForGood).
 		return outcomeRefused
 	}
 	switch s := re.StatusCode; {

@@ -261,12 +261,13 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 			return entry.LeaderToken{Version: string(*resp.ETag), CommitTime: commit}, nil
 		}
 		o := classify(err, op)
-		if o == outcomeRefused && leased(err) && d.leaseEnds(opCtx) {
-			// Not applied, and a lease of fixed duration ends within a
-			// minute unless its holder renews it: retried with backoff
-			// like throttling, where an infinite one stays refused.
+		if o == outcomeRefused && leased(err) && !d.leasedForGood(opCtx) {
+			// Not applied, and the lease will end (a fixed duration,
+			// within a minute unless its holder renews it; a break), or
+			// has: retried with backoff like throttling, where one
+			// held for good stays refused.
 			o = outcomeThrottled
-			what += ": someone else holds a lease of fixed duration on the blob, which blocks writes until it expires or is released"
+			what += ": someone else holds a lease on the blob that ends (of fixed duration, or broken), which blocks writes until then"
 		}
 		if o != outcomeUnknown && unsure != nil {
 			return entry.LeaderToken{}, fmt.Errorf("azblob: %s: outcome unknown: attempt %d was refused (%s), "+
@@ -297,12 +298,14 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 
 func ptr[T any](v T) *T { return &v }
 
-// leaseEnds reports whether the lease held on the blob has a fixed duration
-// (15 to 60 seconds), as one more request shows; false when it is infinite or
-// the request fails.
-func (d *Decider) leaseEnds(ctx context.Context) bool {
+// leasedForGood reports whether the blob is under an infinite lease that is
+// not being broken, as one more request shows: nothing ends it but its
+// holder. Any other answer (a lease of fixed duration, a break, no lease any
+// more, a failed request) is a lease that ends, or may have.
+func (d *Decider) leasedForGood(ctx context.Context) bool {
 	resp, err := d.blob.GetProperties(policy.WithRetryOptions(ctx, noRetries), nil)
-	return err == nil && resp.LeaseDuration != nil && *resp.LeaseDuration == lease.DurationTypeFixed
+	return err == nil && resp.LeaseState != nil && *resp.LeaseState == lease.StateTypeLeased &&
+		resp.LeaseDuration != nil && *resp.LeaseDuration == lease.DurationTypeInfinite
 }
 
 // opContext bounds one call by d.timeout.

@@ -201,16 +201,19 @@ func TestWrongKeyIsRefused(t *testing.T) {
 // TestLeasedBlob: a blob lease taken by someone else makes every write fail
 // with 412 LeaseIdMissing, which is no lost race. An infinite lease will not
 // heal by reading again: a refusal. A lease of fixed duration ends within a
-// minute unless renewed: throttling, which the engine retries with backoff.
+// minute unless renewed, and one being broken ends too: throttling, which
+// the engine retries with backoff.
 func TestLeasedBlob(t *testing.T) {
 	s := azurite(t)
 	for _, c := range []struct {
 		name     string
 		duration int32
+		broken   bool
 		want     error
 	}{
-		{"infinite", -1, entry.ErrRefused},
-		{"fixed", 15, entry.ErrThrottled},
+		{"infinite", -1, false, entry.ErrRefused},
+		{"fixed", 15, false, entry.ErrThrottled},
+		{"infinite, being broken", -1, true, entry.ErrThrottled},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d, name := s.decider(t, "")
@@ -222,20 +225,28 @@ func TestLeasedBlob(t *testing.T) {
 			if _, err := lc.AcquireLease(t.Context(), c.duration, nil); err != nil {
 				t.Fatal(err)
 			}
+			if c.broken {
+				period := int32(30)
+				if _, err := lc.BreakLease(t.Context(), &lease.BlobBreakOptions{BreakPeriod: &period}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			_, err = d.WriteEntry(t.Context(), faultproxy.Record(1, "w-1", tok))
 			for _, other := range []error{entry.ErrRefused, entry.ErrThrottled, entry.ErrRaceLost} {
 				if got := errors.Is(err, other); got != (other == c.want) {
 					t.Fatalf("write to a blob under a %s lease: err = %v, want %v", c.name, err, c.want)
 				}
 			}
-			if c.duration > 0 && !strings.Contains(err.Error(), "lease of fixed duration") {
+			if c.want == entry.ErrThrottled && !strings.Contains(err.Error(), "lease on the blob that ends") {
 				t.Errorf("the error does not say a lease blocks the write: %v", err)
 			}
 			t.Logf("%s lease: %v", c.name, err)
 			if got := faultproxy.MustRead(t, d); got.WriteID != "w-0" {
 				t.Fatalf("read %+v after the write that was not applied, want w-0", got)
 			}
-			if _, err := lc.ReleaseLease(t.Context(), nil); err != nil {
+			// Broken at once, which frees the blob in every state.
+			now := int32(0)
+			if _, err := lc.BreakLease(t.Context(), &lease.BlobBreakOptions{BreakPeriod: &now}); err != nil {
 				t.Fatal(err)
 			}
 			faultproxy.MustWrite(t, d, faultproxy.Record(1, "w-1", tok))

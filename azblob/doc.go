@@ -57,10 +57,10 @@
 // legal hold (409 BlobImmutableDueToPolicy), an archived blob and any other
 // 4xx that is not a conflict are refusals: entry.ErrRefused, and Acquire
 // ends. 503 ServerBusy (the account or partition is over its request or
-// bandwidth limit), 429 and a lease of fixed duration (it ends within a
-// minute unless its holder renews it; a write refused for a lease asks for
-// the blob's properties to tell) are entry.ErrThrottled, retried with
-// backoff. 500 OperationTimedOut, other 5xx
+// bandwidth limit), 429 and a lease that ends (of fixed duration, within a
+// minute unless its holder renews it, or being broken; a write refused for a
+// lease asks for the blob's properties to tell) are entry.ErrThrottled,
+// retried with backoff. 500 OperationTimedOut, other 5xx
 // and transport errors are unknown outcomes. A token credential that cannot
 // get a token is refused before any request is sent: when it has nothing to
 // get one with (azidentity reports it unavailable: DefaultAzureCredential
