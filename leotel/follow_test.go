@@ -84,4 +84,19 @@ func TestStaleTenureEventsIgnored(t *testing.T) {
 	if v, found := p.value(t, "leaderelection.leader", "leader_id", "b"); found {
 		t.Errorf("after term 2 was released: leader{leader_id=b} = %v, want no data point", v)
 	}
+	// The end of a tenure never seen begun is the newest tenure seen;
+	// the candidate's late report of the one before it is stale.
+	p.obs.Observe(leaderelection.Event{Kind: leaderelection.EventWatchChange, Election: el, Change: leaderelection.LeaderReleased, LeaderID: "d", Term: 4, Expiry: t0})
+	p.obs.Observe(leaderelection.Event{Kind: leaderelection.EventLeaderChanged, Election: el, LeaderID: "c", Term: 3, Expiry: t0.Add(time.Minute)})
+	p.want(t, "leaderelection.fencing_token", eq(4), "term 4's after term 4 released, then term 3 reported")
+	if v, found := p.value(t, "leaderelection.leader", "leader_id", "c"); found {
+		t.Errorf("term 4 released, then term 3 reported: leader{leader_id=c} = %v, want no data point", v)
+	}
+	// Once the election is no longer followed, the next tenure seen is
+	// taken, whatever its Term (a record made anew).
+	p.obs.Observe(leaderelection.Event{Kind: leaderelection.EventStopped, Election: el, LeaderID: "c"})
+	p.obs.Observe(leaderelection.Event{Kind: leaderelection.EventStarted, Election: el, LeaderID: "c"})
+	p.obs.Observe(leaderelection.Event{Kind: leaderelection.EventLeaderChanged, Election: el, LeaderID: "e", Term: 1, Expiry: t0})
+	p.want(t, "leaderelection.fencing_token", eq(1), "term 1's once followed anew")
+	p.want(t, "leaderelection.leader", eq(1), "e once followed anew", "leader_id", "e")
 }

@@ -59,13 +59,16 @@ type Observer struct {
 
 // state is what the gauges report for one election.
 type state struct {
-	leading      bool
-	term         int64
-	expiry       time.Time
-	leader       string
-	offset       leaderelection.ClockOffset
-	offsetKnown  bool
-	tenureKnown  bool
+	leading     bool
+	term        int64
+	expiry      time.Time
+	leader      string
+	offset      leaderelection.ClockOffset
+	offsetKnown bool
+	tenureKnown bool
+	// termCurrent: term is the newest tenure seen since the election was
+	// last followed; events about older ones are stale.
+	termCurrent  bool
 	leadingKnown bool
 	following    int // Acquire and Watch calls running
 }
@@ -161,7 +164,7 @@ func (o *Observer) Observe(e leaderelection.Event) {
 		o.update(e.Election, func(s *state) { s.tenure(e) })
 	case leaderelection.EventOusted:
 		o.transitions.Add(ctx, 1, metric.WithAttributes(el, attribute.String("reason", string(e.Reason))))
-		o.update(e.Election, func(s *state) { s.leading, s.leadingKnown = false, true; s.endTenure(e.Term) })
+		o.update(e.Election, func(s *state) { s.leading, s.leadingKnown = false, true; s.endTenure(e) })
 	case leaderelection.EventStoreRequest:
 		o.requests.Add(ctx, 1, metric.WithAttributes(el, attribute.String("op", string(e.Op)), attribute.String("result", string(e.Result))))
 		if e.Op != leaderelection.OpWait { // a wait lasts as long as nothing changes
@@ -174,7 +177,7 @@ func (o *Observer) Observe(e leaderelection.Event) {
 			case leaderelection.LeaderElected, leaderelection.TermExtended:
 				s.tenure(e)
 			default:
-				s.endTenure(e.Term)
+				s.endTenure(e)
 			}
 		})
 	case leaderelection.EventClockOffset:
@@ -200,7 +203,8 @@ func (o *Observer) Observe(e leaderelection.Event) {
 func (s *state) follow(delta int) {
 	s.following = max(s.following+delta, 0)
 	if s.following == 0 {
-		s.leader = ""
+		// The next tenure seen is taken, whatever its Term.
+		s.leader, s.termCurrent = "", false
 	}
 }
 
@@ -215,22 +219,32 @@ func (o *Observer) update(el string, f func(*state)) {
 	f(s)
 }
 
-// tenure records the tenure e describes as the newest seen, unless a newer
-// one was: an event about an older one (a watcher behind a candidate in the
-// same process) is stale.
+// tenure records the tenure e describes as the newest seen, with its
+// leader, unless a newer one was: an event about an older one (a watcher
+// behind a candidate in the same process) is stale.
 func (s *state) tenure(e leaderelection.Event) {
-	if s.tenureKnown && e.Term < s.term {
-		return
+	if s.newest(e) {
+		s.leader = e.LeaderID
 	}
-	s.term, s.expiry, s.leader, s.tenureKnown = e.Term, e.Expiry, e.LeaderID, true
 }
 
-// endTenure notes that the tenure term ended: there is no leader now,
-// unless a newer tenure was seen.
-func (s *state) endTenure(term int64) {
-	if !s.tenureKnown || term >= s.term {
+// endTenure records the end of the tenure e describes (a release, an
+// expiry, an ousting, a deletion): there is no leader now, unless a newer
+// tenure was seen.
+func (s *state) endTenure(e leaderelection.Event) {
+	if s.newest(e) {
 		s.leader = ""
 	}
+}
+
+// newest takes the tenure e describes as the newest seen and reports true,
+// unless a newer one was (since the election was last followed).
+func (s *state) newest(e leaderelection.Event) bool {
+	if s.termCurrent && e.Term < s.term {
+		return false
+	}
+	s.term, s.expiry, s.tenureKnown, s.termCurrent = e.Term, e.Expiry, true, true
+	return true
 }
 
 func boolInt(b bool) int64 {

@@ -147,4 +147,21 @@ func TestStaleTenureEventsIgnored(t *testing.T) {
 	if ids := leaders(t, reg); len(ids) != 0 {
 		t.Errorf("after term 2 was released: leader_info for %v, want none", ids)
 	}
+	// The end of a tenure never seen begun is the newest tenure seen;
+	// the candidate's late report of the one before it is stale.
+	obs.Observe(leaderelection.Event{Kind: leaderelection.EventWatchChange, Election: el, Change: leaderelection.LeaderReleased, LeaderID: "d", Term: 4, Expiry: t0})
+	obs.Observe(leaderelection.Event{Kind: leaderelection.EventLeaderChanged, Election: el, LeaderID: "c", Term: 3, Expiry: t0.Add(time.Minute)})
+	want(t, reg, "term 4 released, then term 3 reported", "fencing_token", eq(4), "term 4's")
+	if ids := leaders(t, reg); len(ids) != 0 {
+		t.Errorf("term 4 released, then term 3 reported: leader_info for %v, want none", ids)
+	}
+	// Once the election is no longer followed, the next tenure seen is
+	// taken, whatever its Term (a record made anew).
+	obs.Observe(leaderelection.Event{Kind: leaderelection.EventStopped, Election: el, LeaderID: "c"})
+	obs.Observe(leaderelection.Event{Kind: leaderelection.EventStarted, Election: el, LeaderID: "c"})
+	obs.Observe(leaderelection.Event{Kind: leaderelection.EventLeaderChanged, Election: el, LeaderID: "e", Term: 1, Expiry: t0})
+	want(t, reg, "followed anew, term 1 reported", "fencing_token", eq(1), "term 1's")
+	if ids := leaders(t, reg); len(ids) != 1 || ids[0] != "e" {
+		t.Errorf("followed anew, term 1 reported: leader_info for %v, want e", ids)
+	}
 }

@@ -153,7 +153,7 @@ func (o *Observer) Observe(e leaderelection.Event) {
 	case leaderelection.EventOusted:
 		o.isLeader.WithLabelValues(el).Set(0)
 		o.transitions.WithLabelValues(el, string(e.Reason)).Inc()
-		o.endTenure(el, e.Term)
+		o.endTenure(el, e)
 	case leaderelection.EventLeaderChanged:
 		o.tenure(el, e)
 	case leaderelection.EventStoreRequest:
@@ -167,7 +167,7 @@ func (o *Observer) Observe(e leaderelection.Event) {
 		case leaderelection.LeaderElected, leaderelection.TermExtended:
 			o.tenure(el, e)
 		default:
-			o.endTenure(el, e.Term)
+			o.endTenure(el, e)
 		}
 	case leaderelection.EventClockOffset:
 		o.clockOffset.WithLabelValues(el, "low").Set(e.Offset.Low.Seconds())
@@ -195,7 +195,7 @@ func (o *Observer) Observe(e leaderelection.Event) {
 
 // follow counts an Acquire or a Watch on el starting (+1) or returning (-1).
 // A process that no longer follows the election forgets its leader, who may
-// be long gone.
+// be long gone, and its newest tenure.
 func (o *Observer) follow(el string, delta int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -203,40 +203,41 @@ func (o *Observer) follow(el string, delta int) {
 	o.following[el] = n
 	if n == 0 {
 		delete(o.following, el)
+		delete(o.terms, el) // the next tenure seen is taken, whatever its Term
 		o.setLeaderLocked(el, "")
 	}
 }
 
-// tenure records the tenure e describes as the newest seen, unless a newer
-// one was.
+// tenure records the tenure e describes as the newest seen, with its
+// leader, unless a newer one was.
 func (o *Observer) tenure(el string, e leaderelection.Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.currentLocked(el, e.Term) {
-		return
+	if o.newestLocked(el, e) {
+		o.setLeaderLocked(el, e.LeaderID)
 	}
-	o.fencingToken.WithLabelValues(el).Set(float64(e.Term))
-	o.termExpiry.WithLabelValues(el).Set(unixSeconds(e.Expiry))
-	o.setLeaderLocked(el, e.LeaderID)
 }
 
-// endTenure notes that the tenure term on el ended: it has no leader now,
-// unless a newer tenure was seen.
-func (o *Observer) endTenure(el string, term int64) {
+// endTenure records the end of the tenure e describes (a release, an
+// expiry, an ousting, a deletion): the election has no leader now, unless a
+// newer tenure was seen.
+func (o *Observer) endTenure(el string, e leaderelection.Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.currentLocked(el, term) {
+	if o.newestLocked(el, e) {
 		o.setLeaderLocked(el, "")
 	}
 }
 
-// currentLocked reports whether an event about term on el is about the
-// newest tenure seen (or one newer, which it notes). Call with o.mu held.
-func (o *Observer) currentLocked(el string, term int64) bool {
-	if newest, ok := o.terms[el]; ok && term < newest {
+// newestLocked sets the gauges of el's newest tenure to the one e describes
+// and reports true, unless a newer one was seen. Call with o.mu held.
+func (o *Observer) newestLocked(el string, e leaderelection.Event) bool {
+	if newest, ok := o.terms[el]; ok && e.Term < newest {
 		return false
 	}
-	o.terms[el] = term
+	o.terms[el] = e.Term
+	o.fencingToken.WithLabelValues(el).Set(float64(e.Term))
+	o.termExpiry.WithLabelValues(el).Set(unixSeconds(e.Expiry))
 	return true
 }
 
