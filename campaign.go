@@ -62,7 +62,7 @@ func (c Config) Acquire(ctx context.Context) error {
 			// Extensions come every half term; with a retry each, they
 			// would outrun the store.
 			cd.log.Warn("TermLength is too short for this store's write rate: extensions may be throttled and terms lost; use at least 4 x its write interval",
-				"store", storeName(c.Decider), "term_length", cd.TermLength, "min_write_interval", cd.spacing)
+				"term_length", cd.TermLength, "min_write_interval", cd.spacing)
 		}
 	}
 	err := cd.campaign(ctx)

@@ -493,7 +493,7 @@ func (h *hook) sample(t0, t1 time.Time, tok entry.LeaderToken, write bool) {
 	if far && !h.clock.warned {
 		err := fmt.Errorf("leaderelection: this host's clock is at least %s from the store's (offset %s), more than MaxClockSkew/4 (%s)",
 			h.offset.AtLeast(), h.offset, h.skew/4)
-		h.log.Warn(err.Error(), "store", h.election)
+		h.log.Warn(err.Error()) // a candidate's logger, which names the store
 		h.send(Event{Kind: EventClockWarning, Offset: h.offset, Err: err})
 	}
 	h.clock.warned = far

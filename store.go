@@ -173,7 +173,7 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 			// it leaves no room for a retry.
 			cd.slowWarned = true
 			cd.log.Warn("a write took more than a quarter of TermLength: terms may be lost to one slow write; use a longer TermLength",
-				"store", storeName(cd.Decider), "took", took, "term_length", cd.TermLength)
+				"took", took, "term_length", cd.TermLength)
 		}
 		next.Token = tok
 		cd.pending, cd.sentAt = nil, t0
