@@ -129,7 +129,6 @@ func (h *HealthCheck) Observe(e Event) {
 		}
 		if e.Kind == EventStarted {
 			delete(s.pauses, e.LeaderID)
-			delete(s.leads, e.LeaderID)
 			s.campaigns++
 			s.acquireErr = nil
 		} else {
