@@ -337,8 +337,12 @@ func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, gri
 // timeout, if shorter).
 const watchReadTimeout = 10 * time.Second
 
+// watchRetryFloor bounds the backoff of a watcher's failed reads from below
+// (to a millisecond at first), however short its PollInterval.
+const watchRetryFloor = 64 * time.Millisecond
+
 func (w *WatchConfig) read(ctx context.Context, h *hook, r *rng) (*entry.RaceEntry, error) {
-	return readRetrying(ctx, w.Clock, r, nil, h, w.Decider, watchReadTimeout, min(w.PollInterval, watchReadTimeout), time.Time{}, func(err error) error {
+	return readRetrying(ctx, w.Clock, r, nil, h, w.Decider, watchReadTimeout, min(max(w.PollInterval, watchRetryFloor), watchReadTimeout), time.Time{}, func(err error) error {
 		w.report(ctx, fmt.Errorf("leaderelection: watch on %s: reading the election record failed; retrying: %w", storeName(w.Decider), err))
 		return nil
 	})

@@ -407,3 +407,40 @@ func TestWatchErrorsNameTheStore(t *testing.T) {
 		}
 	})
 }
+
+// failingReads fails every read, and after limit of them ends the watch
+// through cancel, so that a watcher that retries without waiting stops.
+type failingReads struct {
+	leaderelection.RaceDecider
+	n      atomic.Int64
+	limit  int64
+	cancel context.CancelFunc
+}
+
+func (f *failingReads) ReadCurrent(context.Context) (*entry.RaceEntry, error) {
+	if f.n.Add(1) >= f.limit {
+		f.cancel()
+	}
+	return nil, errors.New("503 Service Unavailable")
+}
+
+// TestWatchRetryWaitsHoweverShortItsPoll: a watcher whose PollInterval is a
+// nanosecond still waits between failed reads (the backoff was a
+// sixty-fourth of PollInterval at first: nothing).
+func TestWatchRetryWaitsHoweverShortItsPoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		d := &failingReads{RaceDecider: memory.NewDecider(), limit: 10000, cancel: cancel}
+		done := make(chan error, 1)
+		go func() {
+			done <- leaderelection.WatchConfig{Decider: d, PollInterval: time.Nanosecond}.Watch(ctx, func(context.Context, leaderelection.Change) {})
+		}()
+		time.Sleep(time.Second)
+		cancel()
+		<-done
+		// Backoff from 1 ms doubling to 64 ms: about 25 reads.
+		if n := d.n.Load(); n > 100 {
+			t.Errorf("%d failed reads in a second, with PollInterval 1ns; want a backoff between them", n)
+		}
+	})
+}
