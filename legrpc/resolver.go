@@ -120,7 +120,6 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts res
 		readTimeout:   max(poll, time.Second),
 		resolveSpacer: poll / 4,
 		poke:          make(chan struct{}, 1),
-		answered:      make(chan struct{}, 1),
 		configs:       map[string]*serviceconfig.ParseResult{},
 	}
 	cfg.Observer = leaderelection.Observers(cfg.Observer, leaderelection.ObserverFunc(func(e leaderelection.Event) {
@@ -166,10 +165,6 @@ type electionResolver struct {
 	// poke asks the refresh goroutine for a read (buffered: a request made
 	// while one is pending is merged with it).
 	poke chan struct{}
-	// answered tells the refresh goroutine, while it retries a read, that
-	// another read (the watcher's) was answered: the store is back, and
-	// gRPC should learn so without waiting out the backoff.
-	answered chan struct{}
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -325,22 +320,10 @@ func (r *electionResolver) readUntilAnswered(ctx context.Context, b *backoff, fa
 			return true
 		}
 		failed(r.readDone(err))
-		if !r.waitOrAnswered(ctx, b.next()) {
+		if !r.clock.SleepFor(ctx, b.next()) {
 			return false
 		}
 	}
-}
-
-// waitOrAnswered waits d, or until another read is answered. It returns
-// false if ctx ended first.
-func (r *electionResolver) waitOrAnswered(ctx context.Context, d time.Duration) bool {
-	wctx, cancel := r.clock.ContextWithTimeout(ctx, d)
-	defer cancel()
-	select {
-	case <-wctx.Done():
-	case <-r.answered:
-	}
-	return ctx.Err() == nil
 }
 
 // stop records the error that stopped the watcher and hands it to gRPC, so
@@ -541,11 +524,6 @@ func (r *electionResolver) readDone(err error) error {
 func (r *electionResolver) readDoneLocked(err error) error {
 	if err != nil {
 		err = fmt.Errorf("reading %s: %w", r.store, err)
-	} else if r.rec == nil {
-		select {
-		case r.answered <- struct{}{}:
-		default:
-		}
 	}
 	was := failClass(r.failing)
 	r.failing = err

@@ -555,42 +555,16 @@ func TestResolverRetriesFirstRead(t *testing.T) {
 	})
 }
 
-// failingFirst fails its first reads (as many as fails says), and every
-// read while down is set, with a transient error, and pushes changes.
+// failingFirst fails its first reads (as many as fails says) with a
+// transient error, and pushes changes.
 type failingFirst struct {
 	*memory.Decider
 	fails atomic.Int64
-	down  atomic.Bool
 }
 
 func (f *failingFirst) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
-	if f.fails.Add(-1) >= 0 || f.down.Load() {
+	if f.fails.Add(-1) >= 0 {
 		return nil, errors.New("test store: connection reset")
 	}
 	return f.Decider.ReadCurrent(ctx)
-}
-
-// TestResolverLearnsTheStoreIsBackFromTheWatcher: a client started while
-// the store cannot be reached keeps the read error only until some read is
-// answered: once the watcher's is, the resolver reads at once and tells gRPC
-// there is no leader, instead of keeping the stale error until its own
-// retry, whose backoff had grown towards a minute.
-func TestResolverLearnsTheStoreIsBackFromTheWatcher(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		store := &failingFirst{Decider: memory.NewDecider()}
-		store.down.Store(true)
-		rec, r := build(t, leaderelection.WatchConfig{Decider: store, MaxClockSkew: time.Second})
-		defer r.Close()
-		time.Sleep(40 * time.Second)
-		synctest.Wait()
-		if _, _, err := rec.last(); err == nil || !strings.Contains(err.Error(), "connection reset") {
-			t.Fatalf("after 40 s of failed reads gRPC was told %v, want the read error", err)
-		}
-		store.down.Store(false)
-		time.Sleep(2 * time.Second) // the watcher retries within a PollInterval (1 s)
-		synctest.Wait()
-		if _, _, err := rec.last(); !errors.Is(err, legrpc.ErrNoLeader) {
-			t.Fatalf("2 s after the store came back gRPC was told %v, want ErrNoLeader", err)
-		}
-	})
 }
