@@ -414,6 +414,9 @@ func TestValidate(t *testing.T) {
 		{"nil decider", func(c *leaderelection.Config) { c.Decider = nil }, []string{"nil Decider"}},
 		{"nil OnElected", func(c *leaderelection.Config) { c.OnElected = nil }, []string{"nil OnElected"}},
 		{"empty id", func(c *leaderelection.Config) { c.LeaderID = "" }, []string{"empty LeaderID"}},
+		// The record would keep them as U+FFFD.
+		{"id not UTF-8", func(c *leaderelection.Config) { c.LeaderID = "host-\xff" }, []string{`LeaderID "host-\xff" is not valid UTF-8`}},
+		{"address not UTF-8", func(c *leaderelection.Config) { c.HostPort = []string{"a:1", "\xc3:2"} }, []string{`HostPort "\xc3:2" is not valid UTF-8`}},
 		{"zero term", func(c *leaderelection.Config) { c.TermLength = 0 }, []string{"TermLength (0s) must be positive"}},
 		{"negative term", func(c *leaderelection.Config) { c.TermLength = -time.Second }, []string{"TermLength (-1s)"}},
 		{"negative skew", func(c *leaderelection.Config) { c.MaxClockSkew = -time.Millisecond }, []string{"MaxClockSkew (-1ms) must not be negative"}},

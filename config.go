@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"time"
+	"unicode/utf8"
 
 	clocks "github.com/vimeo/go-clocks"
 
@@ -170,6 +171,16 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaderID == "" {
 		errs = append(errs, errors.New("empty LeaderID"))
+	}
+	// The record is JSON, which would keep invalid UTF-8 as U+FFFD: the
+	// leader would not know its own record.
+	if !utf8.ValidString(c.LeaderID) {
+		errs = append(errs, fmt.Errorf("LeaderID %q is not valid UTF-8", c.LeaderID))
+	}
+	for _, hp := range c.HostPort {
+		if !utf8.ValidString(hp) {
+			errs = append(errs, fmt.Errorf("HostPort %q is not valid UTF-8", hp))
+		}
 	}
 	if c.ExpectedCandidates < 0 || c.ExpectedCandidates > maxExpectedCandidates {
 		errs = append(errs, fmt.Errorf("ExpectedCandidates (%d) must be between 0 and %d", c.ExpectedCandidates, maxExpectedCandidates))

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The encoding is a header line followed by a JSON body:
@@ -39,21 +41,38 @@ type wireEntry struct {
 }
 
 // Marshal encodes e (all fields but Token) in the versioned, checksummed format
-// every backend stores.
+// every backend stores. Its errors wrap ErrRefused: a record that cannot be
+// encoded never will be, so a write of it must end the campaign, not be
+// retried.
 func Marshal(e *RaceEntry) ([]byte, error) {
+	// encoding/json would write invalid UTF-8 as U+FFFD, so a leader would
+	// not know its own record when it read it back.
+	for _, f := range [][]string{{"LeaderID", e.LeaderID}, {"WriteID", e.WriteID}, {"Lineage", e.Lineage}} {
+		if !utf8.ValidString(f[1]) {
+			return nil, fmt.Errorf("leaderelection: encoding record: %s %q is not valid UTF-8: %w", f[0], f[1], ErrRefused)
+		}
+	}
+	for _, hp := range e.HostPort {
+		if !utf8.ValidString(hp) {
+			return nil, fmt.Errorf("leaderelection: encoding record: HostPort %q is not valid UTF-8: %w", hp, ErrRefused)
+		}
+	}
 	body, err := json.Marshal(wireEntry{
 		ElectionNumber:   e.ElectionNumber,
 		Term:             e.Term,
 		LeaderID:         e.LeaderID,
 		HostPort:         e.HostPort,
 		ConnectionParams: e.ConnectionParams,
-		TermExpiry:       e.TermExpiry,
-		Released:         e.Released,
-		WriteID:          e.WriteID,
-		Lineage:          e.Lineage,
+		// In UTC: RFC 3339 has no seconds in a zone's offset, so a zone
+		// whose offset has them (local mean time, before 1900) would move
+		// the instant.
+		TermExpiry: e.TermExpiry.UTC(),
+		Released:   e.Released,
+		WriteID:    e.WriteID,
+		Lineage:    e.Lineage,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("leaderelection: encoding record: %w", err)
+		return nil, fmt.Errorf("leaderelection: encoding record: %v: %w", err, ErrRefused)
 	}
 	out := fmt.Appendf(nil, "%s v%d crc32c=%08x\n", magic, formatMajor, crc32.Checksum(body, castagnoli))
 	return append(out, body...), nil
@@ -88,22 +107,17 @@ func Unmarshal(data []byte) (*RaceEntry, error) {
 	if got := crc32.Checksum(body, castagnoli); got != uint32(want) {
 		return nil, fmt.Errorf("%w: checksum mismatch (stored %08x, computed %08x): truncated or altered", ErrCorruptRecord, want, got)
 	}
+	// Marshal writes valid UTF-8, which json.Unmarshal would otherwise
+	// take in as U+FFFD.
+	if !utf8.Valid(body) {
+		return nil, fmt.Errorf("%w: not valid UTF-8", ErrCorruptRecord)
+	}
 	var w wireEntry
 	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorruptRecord, err)
 	}
-	// Marshal writes these always, never null: a body without them ({},
-	// null) or with null for one (which json.Unmarshal skips) is not a
-	// record, and must not pass for one numbered 0 with no leader (a
-	// tenure written over it would restart the fencing tokens).
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(body, &keys); err != nil {
+	if err := checkKeys(body); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorruptRecord, err)
-	}
-	for _, k := range []string{"election", "term", "leader", "expiry", "writeID"} {
-		if v, ok := keys[k]; !ok || string(bytes.TrimSpace(v)) == "null" {
-			return nil, fmt.Errorf("%w: no %q field", ErrCorruptRecord, k)
-		}
 	}
 	if w.ElectionNumber < 0 || w.Term < 0 || w.Term > w.ElectionNumber {
 		return nil, fmt.Errorf("%w: inconsistent numbers (election %d, term %d)", ErrCorruptRecord, w.ElectionNumber, w.Term)
@@ -119,4 +133,51 @@ func Unmarshal(data []byte) (*RaceEntry, error) {
 		WriteID:          w.WriteID,
 		Lineage:          w.Lineage,
 	}, nil
+}
+
+// wireKeys are the body's field names: the required ones first.
+var wireKeys = []string{"election", "term", "leader", "expiry", "writeID", "hostPort", "connParams", "released", "lineage"}
+
+const requiredKeys = 5
+
+// checkKeys checks the body's fields as json.Unmarshal cannot: Marshal writes
+// the required ones always, never null, so a body without them ({}, null) or
+// with null for one (which json.Unmarshal skips) is not a record and must not
+// pass for one numbered 0 with no leader (a tenure written over it would
+// restart the fencing tokens); and json.Unmarshal matches names in any case
+// and lets the last of repeated fields win, so a field spelt another way or
+// repeated would make the record read one way here and another elsewhere.
+// Fields it does not know are left for a later minor version.
+func checkKeys(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("no %q field", wireKeys[0])
+	}
+	seen, set := map[string]bool{}, map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		k, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		for _, w := range wireKeys {
+			if k != w && strings.EqualFold(k, w) {
+				return fmt.Errorf("field %q is spelt %q", w, k)
+			}
+		}
+		if seen[k] {
+			return fmt.Errorf("field %q repeated", k)
+		}
+		seen[k], set[k] = true, string(v) != "null"
+	}
+	for _, k := range wireKeys[:requiredKeys] {
+		if !set[k] {
+			return fmt.Errorf("no %q field", k)
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,10 +54,18 @@ func FuzzUnmarshal(f *testing.F) {
 			t.Fatalf("accepted record does not re-encode: %v", err)
 		}
 		e2, err := entry.Unmarshal(again)
-		if err != nil || e2.ElectionNumber != e.ElectionNumber || e2.WriteID != e.WriteID || !e2.TermExpiry.Equal(e.TermExpiry) {
+		if err != nil || !sameRecord(e2, e) {
 			t.Fatalf("re-encoded record decodes as %+v, %v; want %+v", e2, err, e)
 		}
 	})
+}
+
+// sameRecord reports whether a and b hold the same record: every field
+// Marshal encodes, the expiry as an instant.
+func sameRecord(a, b *entry.RaceEntry) bool {
+	return a.ElectionNumber == b.ElectionNumber && a.Term == b.Term && a.LeaderID == b.LeaderID &&
+		slices.Equal(a.HostPort, b.HostPort) && bytes.Equal(a.ConnectionParams, b.ConnectionParams) &&
+		a.TermExpiry.Equal(b.TermExpiry) && a.Released == b.Released && a.WriteID == b.WriteID && a.Lineage == b.Lineage
 }
 
 func TestRoundTripAndClone(t *testing.T) {
@@ -69,9 +78,7 @@ func TestRoundTripAndClone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Term != want.Term || got.LeaderID != want.LeaderID || !got.TermExpiry.Equal(want.TermExpiry) ||
-		!got.Released || !bytes.Equal(got.ConnectionParams, want.ConnectionParams) || got.HostPort[0] != want.HostPort[0] ||
-		got.Lineage != want.Lineage {
+	if !sameRecord(got, want) {
 		t.Errorf("round trip: got %+v, want %+v", got, want)
 	}
 	c := want.Clone()
@@ -115,10 +122,65 @@ func TestUnmarshalRefusesWhatIsNotARecord(t *testing.T) {
 		// 0, or as an expiry long past (a record free at once).
 		{"null numbers", framed(1, `{"election":null,"term":null,"leader":"a","expiry":"2030-01-01T00:00:00Z","writeID":"w"}`), `no "election" field`},
 		{"null expiry", framed(1, `{"election":9,"term":4,"leader":"a","expiry": null ,"writeID":"w"}`), `no "expiry" field`},
+		// json.Unmarshal would take either of these (the last of a
+		// repeated field, a name in any case), where another reader
+		// might take the other.
+		{"repeated field", framed(1, `{"election":9,"term":4,"term":9,"leader":"a","expiry":"2030-01-01T00:00:00Z","writeID":"w"}`), `field "term" repeated`},
+		{"field spelt in another case", framed(1, `{"election":9,"term":4,"Term":9,"leader":"a","expiry":"2030-01-01T00:00:00Z","writeID":"w"}`), `field "term" is spelt "Term"`},
+		{"required field only in another case", framed(1, `{"election":9,"Term":4,"leader":"a","expiry":"2030-01-01T00:00:00Z","writeID":"w"}`), `spelt "Term"`},
+		// json.Unmarshal would read it as U+FFFD: not what was written.
+		{"invalid UTF-8", framed(1, "{\"election\":9,\"term\":4,\"leader\":\"a\xff\",\"expiry\":\"2030-01-01T00:00:00Z\",\"writeID\":\"w\"}"), "not valid UTF-8"},
 	} {
 		e, err := entry.Unmarshal(c.data)
 		if !errors.Is(err, entry.ErrCorruptRecord) || !strings.Contains(fmt.Sprint(err), c.want) {
 			t.Errorf("%s: Unmarshal = %+v, %v; want ErrCorruptRecord saying %q", c.name, e, err, c.want)
 		}
+	}
+}
+
+// A field a later minor version adds is left alone.
+func TestUnmarshalIgnoresUnknownFields(t *testing.T) {
+	e, err := entry.Unmarshal(framed(1, `{"election":9,"term":4,"leader":"a","expiry":"2030-01-01T00:00:00Z","writeID":"w","herd":7}`))
+	if err != nil || e.Term != 4 || e.LeaderID != "a" {
+		t.Fatalf("Unmarshal = %+v, %v; want term 4 led by a", e, err)
+	}
+}
+
+// A record that cannot be encoded as it is wraps ErrRefused: it never will
+// be, and must not be retried. Invalid UTF-8 would be written as U+FFFD, so
+// that a leader would not know its own record.
+func TestMarshalRefusesWhatItCannotKeep(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edit func(e *entry.RaceEntry)
+		want string
+	}{
+		{"LeaderID", func(e *entry.RaceEntry) { e.LeaderID = "host\xff" }, `LeaderID "host\xff" is not valid UTF-8`},
+		{"HostPort", func(e *entry.RaceEntry) { e.HostPort = []string{"ok:1", "h\xc3:1"} }, "HostPort"},
+		{"WriteID", func(e *entry.RaceEntry) { e.WriteID = "\xff" }, "WriteID"},
+		{"Lineage", func(e *entry.RaceEntry) { e.Lineage = "\xff" }, "Lineage"},
+		{"expiry beyond year 9999", func(e *entry.RaceEntry) { e.TermExpiry = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "year"},
+	} {
+		e := sample()
+		c.edit(e)
+		data, err := entry.Marshal(e)
+		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(fmt.Sprint(err), c.want) {
+			t.Errorf("%s: Marshal = %q, %v; want ErrRefused saying %q", c.name, data, err, c.want)
+		}
+	}
+}
+
+// RFC 3339 has no seconds in a zone's offset: an expiry in a zone whose
+// offset has them keeps its instant.
+func TestExpiryInAZoneWithSecondsKeepsItsInstant(t *testing.T) {
+	e := sample()
+	e.TermExpiry = time.Date(2030, 1, 1, 0, 0, 0, 0, time.FixedZone("LMT", -(4*3600+56*60+2)))
+	data, err := entry.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := entry.Unmarshal(data)
+	if err != nil || !got.TermExpiry.Equal(e.TermExpiry) {
+		t.Fatalf("expiry %v read back as %v (%v)", e.TermExpiry, got.TermExpiry, err)
 	}
 }

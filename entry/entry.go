@@ -32,7 +32,8 @@ var ErrThrottled = errors.New("leaderelection: throttled by the store")
 // ErrRefused is wrapped by a backend's error when the store refused a request
 // definitely and will refuse it again: permission denied, a missing bucket,
 // container or table, a read-only file system, an endpoint that is not the
-// store. The request was not applied. The engine never reads a refused write
+// store; Marshal's errors wrap it too, for a record that cannot be encoded.
+// The request was not applied. The engine never reads a refused write
 // back and never retries it: Acquire ends with the error, which must name
 // the store and the object.
 var ErrRefused = errors.New("leaderelection: refused by the store")

@@ -254,7 +254,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	}
 	body, err := entry.Marshal(rentry)
 	if err != nil {
-		return entry.LeaderToken{}, err
+		return entry.LeaderToken{}, fmt.Errorf("file: write %s: %w", d.path, err)
 	}
 	unlock, err := d.lock(ctx)
 	if err != nil {

@@ -76,7 +76,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	}
 	body, err := entry.Marshal(rentry)
 	if err != nil {
-		return entry.LeaderToken{}, err
+		return entry.LeaderToken{}, fmt.Errorf("memory: write: %w", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

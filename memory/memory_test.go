@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +51,18 @@ func TestChangeThenCancel(t *testing.T) {
 	}
 	if vouched > 0 {
 		t.Errorf("%d of 20000 waits returned context.Canceled for a record that had changed before the context ended", vouched)
+	}
+}
+
+// A record that cannot be encoded is refused for good, naming the store: the
+// engine must end its campaign, not retry it.
+func TestUnencodableRecordIsRefused(t *testing.T) {
+	d := memory.NewDecider()
+	_, err := d.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, Term: 1, LeaderID: "a\xff", WriteID: "w", TermExpiry: time.Now()})
+	if !errors.Is(err, entry.ErrRefused) || !strings.HasPrefix(fmt.Sprint(err), "memory: write: ") {
+		t.Fatalf("WriteEntry = %v, want a memory error wrapping ErrRefused", err)
+	}
+	if e, err := d.ReadCurrent(t.Context()); err != nil || e.ElectionNumber != entry.NoElections {
+		t.Fatalf("after the refusal the store holds %+v, %v; want no record", e, err)
 	}
 }
