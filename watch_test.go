@@ -361,23 +361,27 @@ func TestWatchHungReadIsAbandoned(t *testing.T) {
 // TestWatchRetriesAsOftenAsItPolls: after a minute of failed reads, a
 // watcher finds the store back within about a PollInterval (1 s by
 // default): its retries back off no further than that. They used to back
-// off to the read timeout, 10 s.
+// off to the read timeout, 10 s, so that one outage in several ended within
+// 1.5 s of a retry by chance: hence outages of several lengths.
 func TestWatchRetriesAsOftenAsItPolls(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		mem := memory.NewDecider()
-		m := newMonitor(t)
-		stop := runCandidate(t, baseConfig(mem, "a", m, nil))
-		defer stop()
-		next(m)
-		d := &blackHoled{Decider: mem}
-		d.failing.Store(true)
-		first := firstReport(t, leaderelection.WatchConfig{Decider: d, MaxClockSkew: skew})
-		time.Sleep(time.Minute)
-		d.failing.Store(false)
-		if at := first(); at > time.Minute+1500*time.Millisecond {
-			t.Errorf("first report %v after the start, with reads failing for the first minute; want within about a PollInterval (1 s) of it", at)
-		}
-	})
+	for i := range 6 {
+		outage := time.Minute + time.Duration(i)*1700*time.Millisecond
+		synctest.Test(t, func(t *testing.T) {
+			mem := memory.NewDecider()
+			m := newMonitor(t)
+			stop := runCandidate(t, baseConfig(mem, "a", m, nil))
+			defer stop()
+			next(m)
+			d := &blackHoled{Decider: mem}
+			d.failing.Store(true)
+			first := firstReport(t, leaderelection.WatchConfig{Decider: d, MaxClockSkew: skew})
+			time.Sleep(outage)
+			d.failing.Store(false)
+			if at := first(); at > outage+1500*time.Millisecond {
+				t.Errorf("first report %v after the start, with reads failing for the first %v; want within about a PollInterval (1 s) of it", at, outage)
+			}
+		})
+	}
 }
 
 // TestWatchErrorsNameTheStore: what a watcher tells OnError names the store,
