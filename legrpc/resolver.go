@@ -188,6 +188,15 @@ type electionResolver struct {
 	// nil once one is answered. While no leader is known it says why no
 	// newer record is (a record turned corrupt, a store that times out).
 	failing error
+	// answers counts the reads of the record that were answered (the
+	// watcher's, seen through its Observer, and our own). wake, while
+	// refresh waits to retry its first read and no record is known, ends
+	// that wait: another read was answered, so the store is back, and
+	// refresh reads at once rather than leave gRPC with the error of its
+	// failed read until its backoff (up to a minute) runs out. Only
+	// refresh sets it, in readUntilAnswered.
+	answers uint64
+	wake    context.CancelFunc
 	// ender ends rec at its expiry and reads the record again then: rec
 	// may have come from a read of our own, which the watcher has not seen
 	// and will not report ended.
@@ -238,7 +247,7 @@ func (r *electionResolver) Close() {
 func (r *electionResolver) refresh(ctx context.Context, b backoff) {
 	// The watcher retries and reports its own failures; these only matter
 	// while the client knows nothing yet.
-	if !r.readUntilAnswered(ctx, &b, r.readFailed) {
+	if !r.readUntilAnswered(ctx, &b, r.readFailed, true) {
 		return
 	}
 	for {
@@ -295,7 +304,7 @@ func (r *electionResolver) follow(ctx context.Context, b backoff, cfg leaderelec
 			}
 		}
 		stop(err)
-		if !r.clock.SleepFor(ctx, b.next()) || !r.readUntilAnswered(ctx, &b, stop) {
+		if !r.clock.SleepFor(ctx, b.next()) || !r.readUntilAnswered(ctx, &b, stop, false) {
 			return
 		}
 	}
@@ -303,9 +312,13 @@ func (r *electionResolver) follow(ctx context.Context, b backoff, cfg leaderelec
 
 // readUntilAnswered reads the record until a read succeeds and hands gRPC
 // what it found. failed is told of each failure, which is followed by a wait
-// from b. It returns false if ctx ended first.
-func (r *electionResolver) readUntilAnswered(ctx context.Context, b *backoff, failed func(error)) bool {
+// from b. With early (refresh's first reads), the wait ends as soon as
+// another read is answered while no record is known (see
+// electionResolver.wake), or is skipped if one was while the failed read was
+// in flight. It returns false if ctx ended first.
+func (r *electionResolver) readUntilAnswered(ctx context.Context, b *backoff, failed func(error), early bool) bool {
 	for {
+		seen := r.answered()
 		rctx, cancel := r.clock.ContextWithTimeout(ctx, r.readTimeout)
 		rec, err := r.decider.ReadCurrent(rctx)
 		cancel()
@@ -320,9 +333,46 @@ func (r *electionResolver) readUntilAnswered(ctx context.Context, b *backoff, fa
 			return true
 		}
 		failed(r.readDone(err))
-		if !r.clock.SleepFor(ctx, b.next()) {
+		// The wait is a SleepFor whatever ends it, so that a fake clock
+		// counts it among its sleepers, as it does the others.
+		wait, stop := ctx, context.CancelFunc(func() {})
+		if early {
+			wait, stop = r.untilAnswered(ctx, seen)
+		}
+		d := b.next()
+		slept := wait.Err() == nil && r.clock.SleepFor(wait, d)
+		stop()
+		if !slept && ctx.Err() != nil {
 			return false
 		}
+	}
+}
+
+// answered returns how many reads have been answered so far.
+func (r *electionResolver) answered() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.answers
+}
+
+// untilAnswered returns a context that ends with ctx, or once a read is
+// answered while no record is known: at once if one was since answered
+// returned seen. stop, which the caller must call when its wait is over,
+// releases it. Only one goroutine (refresh) waits so at a time.
+func (r *electionResolver) untilAnswered(ctx context.Context, seen uint64) (wait context.Context, stop context.CancelFunc) {
+	wait, cancel := context.WithCancel(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.answers != seen && r.rec == nil {
+		cancel()
+	} else {
+		r.wake = cancel
+	}
+	return wait, func() {
+		r.mu.Lock()
+		r.wake = nil
+		r.mu.Unlock()
+		cancel()
 	}
 }
 
@@ -524,6 +574,14 @@ func (r *electionResolver) readDone(err error) error {
 func (r *electionResolver) readDoneLocked(err error) error {
 	if err != nil {
 		err = fmt.Errorf("reading %s: %w", r.store, err)
+	} else {
+		r.answers++
+		if r.wake != nil && r.rec == nil {
+			// The store is back: refresh reads now, to tell gRPC
+			// what it holds in place of its failed read's error.
+			r.wake()
+			r.wake = nil
+		}
 	}
 	was := failClass(r.failing)
 	r.failing = err

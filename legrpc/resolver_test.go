@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
@@ -555,16 +556,58 @@ func TestResolverRetriesFirstRead(t *testing.T) {
 	})
 }
 
-// failingFirst fails its first reads (as many as fails says) with a
-// transient error, and pushes changes.
+// failingFirst fails its first reads (as many as fails says), and every
+// read while down is set, with a transient error, and pushes changes.
 type failingFirst struct {
 	*memory.Decider
 	fails atomic.Int64
+	down  atomic.Bool
 }
 
 func (f *failingFirst) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
-	if f.fails.Add(-1) >= 0 {
+	if f.fails.Add(-1) >= 0 || f.down.Load() {
 		return nil, errors.New("test store: connection reset")
 	}
 	return f.Decider.ReadCurrent(ctx)
+}
+
+// A client started while the store cannot be reached is told the read
+// error. Once the store answers again, with nobody elected (so that the
+// watcher reports nothing), gRPC is told there is no leader as soon as the
+// watcher's read is answered, not at the resolver's own retry, whose backoff
+// has grown towards a minute by then. (It kept the stale read error until
+// that retry.)
+func TestResolverLearnsTheStoreIsBackFromTheWatcher(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &failingFirst{Decider: memory.NewDecider()}
+		store.down.Store(true)
+		// The watcher's Observer sees its reads alone, not the
+		// resolver's: answered closes at its first answered one.
+		answered := make(chan struct{})
+		var once sync.Once
+		b := legrpc.NewBuilder(leaderelection.WatchConfig{Decider: store, MaxClockSkew: time.Second,
+			Observer: leaderelection.ObserverFunc(func(e leaderelection.Event) {
+				if e.Kind == leaderelection.EventStoreRequest && e.Op == leaderelection.OpRead && e.Err == nil {
+					once.Do(func() { close(answered) })
+				}
+			})})
+		// Seeded, so that the resolver's retries and the watcher's come
+		// at the same moments in every run.
+		hooks.ResolverContext(b, hooks.WithRand(context.Background(), rand.New(rand.NewPCG(1, 2))))
+		rec, r := buildWith(t, b)
+		defer r.Close()
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		if _, _, err := rec.last(); err == nil || !strings.Contains(err.Error(), "connection reset") {
+			t.Fatalf("after 40 s of failed reads gRPC was told %v, want the read error", err)
+		}
+		store.down.Store(false)
+		up := time.Now()
+		<-answered // the watcher retries within a PollInterval (1 s)
+		synctest.Wait()
+		if _, _, err := rec.last(); !errors.Is(err, legrpc.ErrNoLeader) || !strings.Contains(err.Error(), "nobody has been elected") {
+			t.Fatalf("once the watcher's read was answered (%v after the store came back) gRPC was told %v, want ErrNoLeader: nobody elected",
+				time.Since(up), err)
+		}
+	})
 }
