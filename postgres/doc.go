@@ -52,7 +52,9 @@
 // One function, errorClass, maps PostgreSQL's SQLSTATE codes: a missing table,
 // schema or database, a table of another shape than the one above (a column
 // missing or of another type, name not unique, another NOT NULL column
-// without a default, a CHECK constraint, a view or materialized view), a
+// without a default, a CHECK constraint, a view or materialized view, a
+// column too narrow for our values: any data exception, class 22, or a
+// version pgx cannot encode as the column's type), a
 // missing privilege, failed authentication or a server older than PostgreSQL
 // 11 (no sha256) are refusals (entry.ErrRefused: Acquire ends, naming the
 // table and row); too many connections, serialization failures, deadlocks,

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -23,7 +24,17 @@ import (
 func errorClass(err error) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
+		if encodeFailed(err) {
+			return entry.ErrRefused
+		}
 		return nil
+	}
+	if strings.HasPrefix(pe.Code, "22") {
+		// data_exception: a value of ours the table's column cannot
+		// hold (a name longer than a varchar's limit, say): the table
+		// is not one CreateTable makes, and the same write fails
+		// again.
+		return entry.ErrRefused
 	}
 	switch pe.Code {
 	case "42501", // insufficient_privilege: GRANT SELECT, INSERT, UPDATE is missing
@@ -56,12 +67,27 @@ func errorClass(err error) error {
 	return nil
 }
 
+// encodeFailed reports pgx's refusal to encode a value of ours as the type
+// the server gave the statement's parameter (a version column of integer,
+// which cannot hold our 63-bit versions): nothing was sent, and the same
+// write fails again. pgx has no type for it, only this message (which its
+// own tests check).
+func encodeFailed(err error) bool {
+	return strings.Contains(err.Error(), "failed to encode args[")
+}
+
 // fix says what a refusal needs from whoever set the election up, where the
 // server's message names the problem but not the remedy.
 func fix(err error) string {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
+		if encodeFailed(err) {
+			return shapeFix
+		}
 		return ""
+	}
+	if strings.HasPrefix(pe.Code, "22") {
+		return shapeFix
 	}
 	switch pe.Code {
 	case "42P01", "3F000":
@@ -69,9 +95,11 @@ func fix(err error) string {
 	case "42501":
 		return " (the role needs SELECT, INSERT and UPDATE on the table)"
 	case "42703", "42804", "42P10", "23502", "23514", "42809", "55000":
-		return " (the table is not as CreateTable, or the CREATE TABLE in the package documentation, makes it:" +
-			" a plain table with name text PRIMARY KEY, version bigint, record bytea, committed_at timestamptz" +
-			" and secret bytea, any other column nullable or with a default, and no CHECK constraint)"
+		return shapeFix
 	}
 	return ""
 }
+
+const shapeFix = " (the table is not as CreateTable, or the CREATE TABLE in the package documentation, makes it:" +
+	" a plain table with name text PRIMARY KEY, version bigint, record bytea, committed_at timestamptz" +
+	" and secret bytea, any other column nullable or with a default, and no CHECK constraint)"

@@ -71,6 +71,14 @@ func freshTable(t testing.TB, pool *pgxpool.Pool) string {
 	if err := postgres.CreateTable(t.Context(), pool, table); err != nil {
 		t.Fatalf("CreateTable(%s): %v", table, err)
 	}
+	t.Cleanup(func() {
+		// t.Context has ended by now.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{table}.Sanitize()); err != nil {
+			t.Logf("dropping %s: %v", table, err)
+		}
+	})
 	return table
 }
 
