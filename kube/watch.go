@@ -355,7 +355,9 @@ var errGone = errors.New("resourceVersion too old (410 Gone)")
 func (w *watcher) run() {
 	defer close(w.done)
 	b := backoff{backoffConfig: w.d.backoff}
-	rv, list := "", true
+	// ranWell: the last watch lived minWatch or more, and ended without
+	// an error; the one after it reopens from where it was.
+	rv, list, ranWell := "", true, false
 	for {
 		var err error
 		if list {
@@ -365,18 +367,21 @@ func (w *watcher) run() {
 		if err == nil {
 			var lived time.Duration
 			rv, lived, err = w.watchFrom(rv)
+			reopened := ranWell
+			ranWell = err == nil && lived >= minWatch
 			switch {
 			case errors.Is(err, errGone):
 				// Expected now and then (the server keeps a few minutes
-				// of history): list again at once, unless it keeps
-				// happening.
+				// of history), in the stream of a watch that ran well
+				// or as the answer to reopening one: list again at
+				// once, unless it keeps happening.
 				list = true
-				if lived >= minWatch {
+				if lived >= minWatch || reopened {
 					b.cur = 0
 					w.setState(reconnecting, nil)
 					continue
 				}
-			case err == nil && lived >= minWatch:
+			case ranWell:
 				// Ended by a timeout (the server's or the watcher's
 				// own), silence or a broken connection after a good
 				// run: re-watch from where it was, at once.
