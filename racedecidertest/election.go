@@ -133,19 +133,25 @@ func (c *Candidate) Stop(t testing.TB) {
 // with its own Access (candidates 0 to 2), and a watcher with Access 3. It
 // checks: a first election, an extension (seen by the watcher), a graceful
 // handover that does not wait out the term, and a takeover after the
-// leader's access is cut that waits for TermExpiry + MaxClockSkew. The
-// Monitor checks mutual exclusion and fencing throughout.
+// leader's access is cut that waits for TermExpiry + MaxClockSkew, where
+// TermExpiry is that of the cut-off leader's last record in the store: later
+// than its TimeView's when the cut lost the answer to an extension the store
+// applied. The Monitor checks mutual exclusion and fencing throughout.
 func RunElection(t *testing.T, newAccess func(t *testing.T, candidate int) Access, timing Timing) {
 	term, skew := timing.TermLength, timing.MaxClockSkew
 	patience := 4*term + 4*skew
 	m := NewMonitor(t)
 	ctx := t.Context()
+	// Every access goes through a storeLog, which learns from the
+	// candidates' and the watcher's own calls which records the store held.
+	seen := newStoreLog()
+	logged := func(a Access) Access { return Access{Decider: seen.wrap(a.Decider), Cut: a.Cut} }
 
 	changes := make(chan leaderelection.Change, 1000)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watchDone := make(chan error, 1)
 	go func() {
-		watchDone <- leaderelection.WatchConfig{Decider: newAccess(t, 3).Decider, MaxClockSkew: skew, PollInterval: term / 8}.
+		watchDone <- leaderelection.WatchConfig{Decider: logged(newAccess(t, 3)).Decider, MaxClockSkew: skew, PollInterval: term / 8}.
 			Watch(watchCtx, func(_ context.Context, c leaderelection.Change) { changes <- c })
 	}()
 	defer func() {
@@ -170,7 +176,7 @@ func RunElection(t *testing.T, newAccess func(t *testing.T, candidate int) Acces
 	accesses := make([]Access, 3)
 	candidates := make([]*Candidate, 3)
 	for i := range candidates {
-		accesses[i] = newAccess(t, i)
+		accesses[i] = logged(newAccess(t, i))
 		id := fmt.Sprintf("candidate-%d", i)
 		candidates[i] = StartCandidate(ctx, leaderelection.Config{
 			Decider:      accesses[i].Decider,
@@ -206,13 +212,11 @@ func RunElection(t *testing.T, newAccess func(t *testing.T, candidate int) Acces
 	}
 
 	// Graceful handover: stop the leader; the next must not wait out its
-	// term. The term held runs to the extension's expiry even when the
+	// term. The term held runs to the latest expiry the store is known to
+	// hold for it (the extension the watcher saw among them) even when the
 	// leader's TimeView does not show it yet: a store may push a write to
 	// the watcher before its writer has the answer.
-	heldUntil := first.TV.Get()
-	if ext.Entry.TermExpiry.After(heldUntil) {
-		heldUntil = ext.Entry.TermExpiry
-	}
+	heldUntil := seen.heldUntil(first)
 	released := time.Now()
 	candidates[index(first)].Stop(t)
 	candidates[index(first)] = nil
@@ -229,19 +233,148 @@ func RunElection(t *testing.T, newAccess func(t *testing.T, candidate int) Acces
 	awaitChange(leaderelection.LeaderElected, second.Term)
 
 	// Cut the leader off: it must stop by its expiry, and the successor
-	// must wait for that expiry plus MaxClockSkew.
+	// must wait for the expiry of the last record of its term the store
+	// held, plus MaxClockSkew. That record may be later than the leader's
+	// TimeView: a cut can lose the answer to an extension the store
+	// applied. The successor read that record before writing over it
+	// (its write is conditioned on its token), so the storeLog knows it.
 	accesses[index(second)].Cut(true)
 	third := m.Next(patience)
 	expiry := second.TV.Get()
-	if !third.Start.After(expiry.Add(skew)) {
-		t.Errorf("%s elected at %v, before the cut-off leader's expiry %v + MaxClockSkew", third.ID, third.Start, expiry)
+	stored := seen.heldUntil(second)
+	if !third.Start.After(stored.Add(skew)) {
+		t.Errorf("%s elected at %v, before the cut-off leader's term ended + MaxClockSkew: its term ran to %v as stored (its TimeView: %v)",
+			third.ID, third.Start, stored, expiry)
 	}
 	ended := m.Ended(second)
 	if ended.IsZero() || ended.Sub(expiry) > skew {
 		t.Errorf("cut-off leader's elected context ended at %v, want by its expiry %v (allowing scheduling delay)", ended, expiry)
 	}
-	t.Logf("takeover by %s (term %d) %v after the cut-off leader's expiry", third.ID, third.Term, third.Start.Sub(expiry))
+	t.Logf("takeover by %s (term %d) %v after the cut-off leader's term as stored (%v after its TimeView's expiry)",
+		third.ID, third.Term, third.Start.Sub(stored), third.Start.Sub(expiry))
 	accesses[index(second)].Cut(false)
+}
+
+// storeLog records, for RunElection, every record its candidates and its
+// watcher sent to the store or were shown by it, so that a tenure's end is
+// judged by what the store held rather than by what its leader knew.
+type storeLog struct {
+	mu sync.Mutex
+	// sent holds every record written, applied or not, by write id.
+	sent map[string]*entry.RaceEntry
+	// stored holds every record known to have been stored, by write id:
+	// a write's success, a read or a wait showed it.
+	stored map[string]*entry.RaceEntry
+}
+
+func newStoreLog() *storeLog {
+	return &storeLog{sent: map[string]*entry.RaceEntry{}, stored: map[string]*entry.RaceEntry{}}
+}
+
+func (l *storeLog) send(e *entry.RaceEntry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sent[e.WriteID] = e.Clone()
+}
+
+func (l *storeLog) saw(e *entry.RaceEntry) {
+	if e == nil || e.ElectionNumber == entry.NoElections {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stored[e.WriteID] = e.Clone()
+}
+
+// heldUntil returns when tn's term ends: the later of its TimeView and the
+// expiry of every record of its tenure (its term, its id, not a release)
+// known to have been stored. The expiry is taken from the record as it was
+// sent, too: a write whose answer was lost is known to have been applied
+// only by a read that found its write id, and what the writer asked for is
+// what the store holds.
+func (l *storeLog) heldUntil(tn *Tenure) time.Time {
+	until := tn.TV.Get()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, rec := range l.stored {
+		if rec.Term != tn.Term || rec.LeaderID != tn.ID || rec.Released {
+			continue
+		}
+		if rec.TermExpiry.After(until) {
+			until = rec.TermExpiry
+		}
+		if s, ok := l.sent[id]; ok && s.TermExpiry.After(until) {
+			until = s.TermExpiry
+		}
+	}
+	return until
+}
+
+// wrap returns d with its calls logged, keeping the optional capabilities
+// the engine looks for (ChangeNotifier, WriteSpacer), so that the election
+// runs as it would on d itself.
+func (l *storeLog) wrap(d leaderelection.RaceDecider) leaderelection.RaceDecider {
+	lg := &loggedDecider{d: d, log: l}
+	n, push := d.(leaderelection.ChangeNotifier)
+	ws, spaced := d.(leaderelection.WriteSpacer)
+	switch {
+	case push && spaced:
+		return &struct {
+			*loggedPush
+			leaderelection.WriteSpacer
+		}{&loggedPush{lg, n}, ws}
+	case push:
+		return &loggedPush{lg, n}
+	case spaced:
+		return &struct {
+			*loggedDecider
+			leaderelection.WriteSpacer
+		}{lg, ws}
+	}
+	return lg
+}
+
+type loggedDecider struct {
+	d   leaderelection.RaceDecider
+	log *storeLog
+}
+
+func (l *loggedDecider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	e, err := l.d.ReadCurrent(ctx)
+	if err == nil {
+		l.log.saw(e)
+	}
+	return e, err
+}
+
+func (l *loggedDecider) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	l.log.send(e)
+	tok, err := l.d.WriteEntry(ctx, e)
+	if err == nil {
+		l.log.saw(e)
+	}
+	return tok, err
+}
+
+// String names the store it wraps, as Cuttable does.
+func (l *loggedDecider) String() string {
+	if s, ok := l.d.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", l.d)
+}
+
+type loggedPush struct {
+	*loggedDecider
+	n leaderelection.ChangeNotifier
+}
+
+func (l *loggedPush) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*entry.RaceEntry, error) {
+	e, err := l.n.WaitForChange(ctx, tok)
+	if err == nil {
+		l.log.saw(e)
+	}
+	return e, err
 }
 
 // Cuttable returns an Access to d whose Cut makes every call fail as an
