@@ -135,6 +135,12 @@ func TestIfMatchOnDeletedBlobLosesRace(t *testing.T) {
 	}
 }
 
+func TestDeleted(t *testing.T) {
+	s := azurite(t)
+	d, name := s.decider(t, "")
+	racedecidertest.CheckDeleted(t, d, func(t *testing.T) { s.rawDelete(t, name) })
+}
+
 // TestCreateOnExistingBlobLosesRace: If-None-Match: * on an existing blob.
 func TestCreateOnExistingBlobLosesRace(t *testing.T) {
 	s := azurite(t)

@@ -237,6 +237,12 @@ func TestRecreatedItem(t *testing.T) {
 	}
 }
 
+func TestDeleted(t *testing.T) {
+	s := newStore(t)
+	d, key := s.decider(t, nil)
+	racedecidertest.CheckDeleted(t, d, func(t *testing.T) { s.rawDelete(t, key) })
+}
+
 // TestTokens: a write's token is what the next read reports, and carries
 // the store's clock; a read's has no commit time.
 func TestTokens(t *testing.T) {

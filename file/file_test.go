@@ -34,6 +34,15 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestDeleted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "record")
+	racedecidertest.CheckDeleted(t, newDecider(t, path), func(t *testing.T) {
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 func TestCorrupt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "record")
 	d := newDecider(t, path)

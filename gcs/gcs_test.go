@@ -37,6 +37,17 @@ func TestConformanceJSONReads(t *testing.T) {
 	})
 }
 
+func TestDeleted(t *testing.T) {
+	em := newEmulator(t)
+	c := newClient(t, em.addr)
+	object := freshObject(t)
+	racedecidertest.CheckDeleted(t, newDecider(t, c, object), func(t *testing.T) {
+		if err := c.Bucket(testBucket).Object(object).Delete(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 func TestCorrupt(t *testing.T) {
 	em := newEmulator(t)
 	object := freshObject(t)

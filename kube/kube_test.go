@@ -28,6 +28,16 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestDeleted(t *testing.T) {
+	cfg := adminConfig(t)
+	name := freshLease()
+	racedecidertest.CheckDeleted(t, newDecider(t, cfg, name), func(t *testing.T) {
+		if err := clientset(t, cfg).CoordinationV1().Leases(namespace).Delete(t.Context(), name, deleteOptions()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // TestRaceWriters50 has 50 writers, each with a client (and connection) of
 // its own, race on one Lease.
 func TestRaceWriters50(t *testing.T) {

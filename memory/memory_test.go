@@ -66,3 +66,8 @@ func TestUnencodableRecordIsRefused(t *testing.T) {
 		t.Fatalf("after the refusal the store holds %+v, %v; want no record", e, err)
 	}
 }
+
+func TestDeleted(t *testing.T) {
+	d := memory.NewDecider()
+	racedecidertest.CheckDeleted(t, d, func(*testing.T) { d.Delete() })
+}

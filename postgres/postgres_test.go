@@ -27,6 +27,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestDeleted(t *testing.T) {
+	pool := newPool(t, serverDSN(t), 0)
+	table, election := freshTable(t, pool), freshName("election")
+	racedecidertest.CheckDeleted(t, newDecider(t, pool, table, election), func(t *testing.T) {
+		exec(t, pool, "DELETE FROM "+pgx.Identifier{table}.Sanitize()+" WHERE name = $1", election)
+	})
+}
+
 // TestRaceWriters has 50 writers, each with a pool and so a connection of
 // its own, race for one row.
 func TestRaceWriters(t *testing.T) {

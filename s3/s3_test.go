@@ -182,6 +182,14 @@ func TestIfMatchOnMissingRecordLosesRace(t *testing.T) {
 	})
 }
 
+func TestDeleted(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *store) {
+		c := s.client(t, "")
+		d, key := s.decider(t, c)
+		racedecidertest.CheckDeleted(t, d, func(t *testing.T) { s.rawDelete(t, c, key) })
+	})
+}
+
 // TestMissingBucketIsRefused: a missing bucket must not read as an empty
 // election, nor a write to it as a lost race or an unknown outcome: both
 // are refusals naming the object.
