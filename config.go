@@ -35,7 +35,8 @@ type Config struct {
 	// LeaderID identifies this candidate in the record. It must be unique
 	// per process incarnation, not per host: a restarted process on the same
 	// host needs a new one (append a random suffix to the host name).
-	// Required.
+	// Required, and valid UTF-8 (as HostPort's addresses must be): the
+	// record is JSON.
 	LeaderID string
 
 	// HostPort lists where clients reach this candidate while it leads; the
