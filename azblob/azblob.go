@@ -32,10 +32,9 @@ const DefaultTimeout = 10 * time.Second
 // ContentType is the Content-Type of every record blob.
 const ContentType = "application/octet-stream"
 
-// maxRecordSize bounds the blob ReadCurrent will read and the record
-// WriteEntry will write. A record is well under a kilobyte; a blob larger
-// than this is not one.
-const maxRecordSize = 1 << 20
+// maxRecordSize bounds the blob ReadCurrent will read (entry.Marshal makes no
+// larger record).
+const maxRecordSize = entry.MaxSize
 
 // Write attempts: at most writeAttempts per WriteEntry call, the first pause
 // drawn from [initialBackoff/2, initialBackoff] and each later one from a
@@ -213,10 +212,6 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	body, err := entry.Marshal(rentry)
 	if err != nil {
 		return entry.LeaderToken{}, fmt.Errorf("azblob: write %s: %w", d.name, err)
-	}
-	if len(body) > maxRecordSize {
-		return entry.LeaderToken{}, fmt.Errorf("azblob: write %s: the record is %d bytes, more than the %d allowed",
-			d.name, len(body), maxRecordSize)
 	}
 	sum := md5.Sum(body)
 	cond := &blob.ModifiedAccessConditions{}

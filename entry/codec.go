@@ -24,6 +24,12 @@ const (
 	maxHeaderLen = 64
 )
 
+// MaxSize bounds an encoded record: Marshal refuses to make a larger one,
+// and backends read no more than this (a record is a few hundred bytes; a
+// larger object is not one). HostPort and ConnectionParams are all that can
+// make a record large.
+const MaxSize = 1 << 20
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // wireEntry is the JSON body. Field names are short but stable: renaming one is
@@ -75,6 +81,12 @@ func Marshal(e *RaceEntry) ([]byte, error) {
 		return nil, fmt.Errorf("leaderelection: encoding record: %v: %w", err, ErrRefused)
 	}
 	out := fmt.Appendf(nil, "%s v%d crc32c=%08x\n", magic, formatMajor, crc32.Checksum(body, castagnoli))
+	if len(out)+len(body) > MaxSize {
+		// Written, it could not be read back: every candidate would
+		// end its campaign on a record it cannot read.
+		return nil, fmt.Errorf("leaderelection: encoding record: %d bytes, more than the %d a record may have (HostPort and ConnectionParams are too large): %w",
+			len(out)+len(body), MaxSize, ErrRefused)
+	}
 	return append(out, body...), nil
 }
 

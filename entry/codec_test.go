@@ -160,6 +160,8 @@ func TestMarshalRefusesWhatItCannotKeep(t *testing.T) {
 		{"WriteID", func(e *entry.RaceEntry) { e.WriteID = "\xff" }, "WriteID"},
 		{"Lineage", func(e *entry.RaceEntry) { e.Lineage = "\xff" }, "Lineage"},
 		{"expiry beyond year 9999", func(e *entry.RaceEntry) { e.TermExpiry = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "year"},
+		// No backend would read it back (they read at most MaxSize).
+		{"larger than MaxSize", func(e *entry.RaceEntry) { e.ConnectionParams = make([]byte, entry.MaxSize) }, "HostPort and ConnectionParams are too large"},
 	} {
 		e := sample()
 		c.edit(e)

@@ -125,10 +125,9 @@ import (
 // ContentType is the Content-Type of every record object.
 const ContentType = "application/octet-stream"
 
-// maxRecordSize bounds the object ReadCurrent will read and the record
-// WriteEntry will write. A record is well under a kilobyte; an object larger
-// than this is not one.
-const maxRecordSize = 1 << 20
+// maxRecordSize bounds the object ReadCurrent will read (entry.Marshal makes
+// no larger record).
+const maxRecordSize = entry.MaxSize
 
 // Backoff between write attempts: the first pause is drawn from
 // [initialBackoff/2, initialBackoff], and each later one from a range twice
@@ -390,10 +389,6 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	body, err := entry.Marshal(rentry)
 	if err != nil {
 		return entry.LeaderToken{}, fmt.Errorf("gcs: write %s: %w", d.name, err)
-	}
-	if len(body) > maxRecordSize {
-		return entry.LeaderToken{}, fmt.Errorf("gcs: write %s: the record is %d bytes, more than the %d allowed",
-			d.name, len(body), maxRecordSize)
 	}
 	what := fmt.Sprintf("write %s (%s)", d.name, on)
 	obj := d.writer.If(cond)

@@ -24,9 +24,9 @@ import (
 // included, unless WithTimeout says otherwise.
 const DefaultTimeout = 10 * time.Second
 
-// maxRecordSize caps how much of the object ReadCurrent reads. Records are a
-// few hundred bytes; anything larger than this is not one.
-const maxRecordSize = 1 << 20
+// maxRecordSize caps how much of the object ReadCurrent reads (entry.Marshal
+// makes no larger record).
+const maxRecordSize = entry.MaxSize
 
 // Decider is a leaderelection.RaceDecider that keeps the election record in
 // one S3 object. It is safe for concurrent use. It does not implement
