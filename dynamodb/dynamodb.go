@@ -305,8 +305,10 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		if errors.As(err, &ccf) && attempts.ambiguous.Load() {
 			if d.isOurs(ccf.Item, version, rentry.WriteID) {
 				// An earlier attempt was applied; the retry was refused
-				// because of it.
-				return entry.LeaderToken{Version: tok}, nil
+				// because of it. The refusal's Date is DynamoDB's clock
+				// after that commit, within this call: as good a
+				// sample of its clock as the write's own answer.
+				return entry.LeaderToken{Version: tok, CommitTime: responseDate(err)}, nil
 			}
 			return entry.LeaderToken{}, fmt.Errorf("dynamodb: %s: outcome unknown: the SDK retried after an attempt that may have been applied, and the retry found another record (%d attempts): %w",
 				what, attempts.n.Load(), err)
@@ -338,6 +340,7 @@ func (d *Decider) opContext(ctx context.Context) (context.Context, context.Cance
 // out. For a write (attempts not nil), a class is claimed only when no
 // attempt of the call may have been applied.
 func (d *Decider) fail(ctx, opCtx context.Context, what string, err error, attempts *attemptLog) error {
+	err = withoutCanonicalRequest(err)
 	switch {
 	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
 		return fmt.Errorf("dynamodb: %s: %w: %w", what, ctx.Err(), err)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -103,4 +105,38 @@ func isMissingTable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// withoutCanonicalRequest returns err with the canonical request that a
+// signature error quotes left out of its text, still wrapping err: AWS quotes
+// the request it expected, headers and all, and they include the session
+// token (x-amz-security-token).
+func withoutCanonicalRequest(err error) error {
+	text := err.Error()
+	i := strings.Index(text, "The Canonical String")
+	if i < 0 {
+		return err
+	}
+	return retold{err, strings.TrimSpace(text[:i]) + " (the canonical request it quoted is left out: it holds the session token)"}
+}
+
+// retold is err told in other words.
+type retold struct {
+	err  error
+	text string
+}
+
+func (r retold) Error() string { return r.text }
+func (r retold) Unwrap() error { return r.err }
+
+// responseDate is the Date of the HTTP answer behind err, if any: DynamoDB's
+// clock when it answered.
+func responseDate(err error) time.Time {
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) && re.Response != nil && re.Response.Response != nil {
+		if t, perr := http.ParseTime(re.Response.Header.Get("Date")); perr == nil {
+			return t
+		}
+	}
+	return time.Time{}
 }
