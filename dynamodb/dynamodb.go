@@ -255,7 +255,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		return entry.LeaderToken{}, fmt.Errorf("dynamodb: write %s: %w", d.name, err)
 	}
 	if rentry.WriteID == "" {
-		return entry.LeaderToken{}, fmt.Errorf("dynamodb: write %s: the record has no WriteID; conditions and retries depend on it", d.name)
+		return entry.LeaderToken{}, fmt.Errorf("dynamodb: write %s: %w: the record has no WriteID; conditions and retries depend on it", d.name, entry.ErrRefused)
 	}
 	body, err := entry.Marshal(rentry)
 	if err != nil {

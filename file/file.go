@@ -250,7 +250,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	if rentry.WriteID == "" {
 		// The token is derived from the content; only the write id keeps
 		// two records with equal fields from sharing one.
-		return entry.LeaderToken{}, fmt.Errorf("file: write %s: the record has no WriteID", d.path)
+		return entry.LeaderToken{}, fmt.Errorf("file: write %s: %w: the record has no WriteID", d.path, entry.ErrRefused)
 	}
 	body, err := entry.Marshal(rentry)
 	if err != nil {

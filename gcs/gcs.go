@@ -476,7 +476,7 @@ func conditions(tok entry.LeaderToken) (storage.Conditions, string, error) {
 	}
 	gen, err := strconv.ParseInt(tok.Version, 10, 64)
 	if err != nil || gen <= 0 {
-		return storage.Conditions{}, "", fmt.Errorf("token version %q is not a Cloud Storage generation", tok.Version)
+		return storage.Conditions{}, "", fmt.Errorf("%w: token version %q is not a Cloud Storage generation", entry.ErrRefused, tok.Version)
 	}
 	return storage.Conditions{GenerationMatch: gen}, "if at generation " + tok.Version, nil
 }

@@ -189,7 +189,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		return entry.LeaderToken{}, fmt.Errorf("s3: write %s: %w", d.name, err)
 	}
 	if rentry.WriteID == "" {
-		return entry.LeaderToken{}, fmt.Errorf("s3: write %s: the record has no WriteID; S3 versions are content hashes, so every write needs a unique one", d.name)
+		return entry.LeaderToken{}, fmt.Errorf("s3: write %s: %w: the record has no WriteID; S3 versions are content hashes, so every write needs a unique one", d.name, entry.ErrRefused)
 	}
 	body, err := entry.Marshal(rentry)
 	if err != nil {

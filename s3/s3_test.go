@@ -149,8 +149,8 @@ func TestStaleWriterWithMatchingBodyCannotWin(t *testing.T) {
 		}
 		noID := rec(3, "")
 		noID.Token = cur.Token
-		if _, err := d.WriteEntry(ctx, noID); err == nil || errors.Is(err, entry.ErrRaceLost) || !strings.Contains(err.Error(), "WriteID") {
-			t.Fatalf("write without a write id: err = %v, want an error about the WriteID", err)
+		if _, err := d.WriteEntry(ctx, noID); !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "WriteID") {
+			t.Fatalf("write without a write id: err = %v, want a refusal (it would fail again) about the WriteID", err)
 		}
 		if got := s.rawGet(t, c, key); !bytes.Equal(got, bodyA) {
 			t.Fatalf("a write without a write id changed the object")
