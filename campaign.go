@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/racedecider/leaderelection/entry"
@@ -750,12 +751,22 @@ func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
 // coarser unit can be outrun: the model check finds a burst of tenures that
 // does. Microseconds also stay below 2^53, exact for JSON readers that parse
 // numbers as doubles.)
-func (cd *candidate) newTenureNumber(rec *entry.RaceEntry, t0 time.Time) int64 {
-	n := max(rec.ElectionNumber, cd.maxSeen) + 1
+//
+// A record numbered as high as an int64 goes (foreign, or made by hand)
+// leaves no number for a tenure above it: an error wrapping ErrCorruptRecord,
+// as for a record that does not decode, where the number would wrap to a
+// negative fencing token in a record nobody could read.
+func (cd *candidate) newTenureNumber(rec *entry.RaceEntry, t0 time.Time) (int64, error) {
+	top := max(rec.ElectionNumber, cd.maxSeen)
+	if top == math.MaxInt64 {
+		return 0, fmt.Errorf("leaderelection: not campaigning on %s: election number %d leaves no room for a tenure above it (hand the record over by deleting it): %w",
+			storeName(cd.Decider), top, entry.ErrCorruptRecord)
+	}
+	n := top + 1
 	if rec.ElectionNumber == entry.NoElections {
 		n = max(n, t0.UnixMicro())
 	}
-	return n
+	return n, nil
 }
 
 // tryAcquire writes a new tenure over rec. It returns won and the record as
@@ -763,7 +774,10 @@ func (cd *candidate) newTenureNumber(rec *entry.RaceEntry, t0 time.Time) int64 {
 func (cd *candidate) tryAcquire(ctx context.Context, rec *entry.RaceEntry) (won bool, stored *entry.RaceEntry, err error) {
 	// The expiry counts from before the write is sent: conservative.
 	t0 := cd.Clock.Now()
-	n := cd.newTenureNumber(rec, t0)
+	n, err := cd.newTenureNumber(rec, t0)
+	if err != nil {
+		return false, nil, err
+	}
 	next := &entry.RaceEntry{
 		ElectionNumber:   n,
 		Term:             n,

@@ -824,3 +824,75 @@ func TestEarlyReturnPausedWhenTheTermRunsOut(t *testing.T) {
 		}
 	})
 }
+
+// leftoverRelease applies its second write (a release) but answers it with an
+// error, then fails every read for a minute; its third write (the next
+// acquisition) it answers with an error unapplied, and applies just after
+// the read that follows it.
+type leftoverRelease struct {
+	mem         *memory.Decider
+	mu          sync.Mutex
+	writes      int
+	readsBackAt time.Time
+	inFlight    *entry.RaceEntry
+}
+
+func (s *leftoverRelease) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Now().Before(s.readsBackAt) {
+		return nil, errors.New("503 Service Unavailable")
+	}
+	rec, err := s.mem.ReadCurrent(ctx)
+	if w := s.inFlight; w != nil {
+		s.inFlight = nil
+		_, _ = s.mem.WriteEntry(context.Background(), w)
+	}
+	return rec, err
+}
+
+func (s *leftoverRelease) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writes++
+	switch s.writes {
+	case 2:
+		if _, err := s.mem.WriteEntry(ctx, e); err != nil {
+			return entry.LeaderToken{}, err
+		}
+		s.readsBackAt = time.Now().Add(time.Minute)
+		return entry.LeaderToken{}, errors.New("connection reset")
+	case 3:
+		s.inFlight = e.Clone()
+		return entry.LeaderToken{}, errors.New("timeout")
+	}
+	return s.mem.WriteEntry(ctx, e)
+}
+
+// A release whose outcome was unknown, found applied when the next
+// acquisition's outcome is unknown too, is not that acquisition's win: the
+// candidate took it for one, forgot the acquisition (which landed just
+// after), and waited out a term the record said it held itself.
+func TestLeftoverReleaseIsNotTheNextWin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &leftoverRelease{mem: memory.NewDecider()}
+		var elected, named []time.Time
+		ctx, cancel := context.WithTimeout(t.Context(), 10*term)
+		defer cancel()
+		_ = leaderelection.Config{Decider: s, LeaderID: "a", TermLength: term, MaxClockSkew: skew,
+			LeaderChanged: func(_ context.Context, e entry.RaceEntry) { named = append(named, time.Now()) },
+			OnElected: func(ctx context.Context, tv *leaderelection.TimeView) {
+				elected = append(elected, time.Now())
+				if len(elected) > 1 {
+					<-ctx.Done()
+				}
+				// The first tenure ends at once: its release is write 2.
+			}}.Acquire(ctx)
+		if len(elected) < 2 || len(named) < 2 {
+			t.Fatalf("elected %d times, named leader %d times in 10 terms; want twice each", len(elected), len(named))
+		}
+		if late := elected[1].Sub(named[1]); late > term/2 {
+			t.Errorf("elected %v after the record named it leader again; want at once", late)
+		}
+	})
+}

@@ -3,11 +3,14 @@ package leaderelection_test
 import (
 	"context"
 	"errors"
+	"math"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/memory"
 )
@@ -157,5 +160,29 @@ func TestFailedExtensionReadBackWithOtherCommitTime(t *testing.T) {
 			t.Errorf("leader stepped down after one failed, unapplied extension (ousted %d times)", ousted)
 		}
 		stop()
+	})
+}
+
+// A record numbered as high as an int64 goes (foreign, or made by hand)
+// leaves no number for a tenure above it: Acquire ends with an error naming
+// the store, where the next tenure's number wrapped to a negative fencing
+// token, in a record that no candidate could read.
+func TestElectionNumberAtItsLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		if _, err := mem.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: math.MaxInt64, Term: math.MaxInt64,
+			LeaderID: "foreign", TermExpiry: time.Now(), Released: true, WriteID: "w"}); err != nil {
+			t.Fatal(err)
+		}
+		err := leaderelection.Config{Decider: mem, LeaderID: "a", TermLength: term, MaxClockSkew: skew,
+			OnElected: func(ctx context.Context, tv *leaderelection.TimeView) {
+				t.Errorf("elected with fencing token %d", tv.Term())
+			}}.Acquire(t.Context())
+		if !errors.Is(err, entry.ErrCorruptRecord) || !strings.Contains(err.Error(), "memory") || !strings.Contains(err.Error(), "no room") {
+			t.Fatalf("Acquire on a record numbered MaxInt64 = %v; want an error wrapping ErrCorruptRecord, naming the store", err)
+		}
+		if rec, err := mem.ReadCurrent(t.Context()); err != nil || rec.ElectionNumber != math.MaxInt64 {
+			t.Fatalf("the record after Acquire: %+v, %v; want it untouched", rec, err)
+		}
 	})
 }

@@ -202,7 +202,10 @@ func (cd *candidate) write(ctx context.Context, next *entry.RaceEntry, deadline 
 	if rerr != nil {
 		return nil, false, rerr
 	}
-	if p, ok := cd.ours(rec); ok {
+	// A release of ours says nothing of a write that is not one: it may be
+	// the leftover of a release whose outcome was unknown, from before an
+	// acquisition that is still on its way.
+	if p, ok := cd.ours(rec); ok && (!rec.Released || next.Released) {
 		cd.pending, cd.sentAt = nil, p.sentAt
 		return rec, true, nil
 	}

@@ -118,8 +118,11 @@ func (t *TimeView) ValueInFuture() bool { return t.Remaining() > 0 }
 func (t *TimeView) Remaining() time.Duration {
 	s := t.v.Load()
 	left := t.left(s)
-	if left <= 0 && !s.ended {
-		t.v.CompareAndSwap(s, s.over())
+	// Until it sticks: an extension may have replaced s since it was
+	// loaded, on a clock read a moment before this one, and it must not
+	// revive a term this call saw over.
+	for left <= 0 && !s.ended && !t.v.CompareAndSwap(s, s.over()) {
+		s = t.v.Load()
 	}
 	return left
 }

@@ -1,6 +1,7 @@
 package leaderelection
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,5 +44,55 @@ func TestTimeViewNeedsBothClocks(t *testing.T) {
 	tv.end()
 	if tv.ValueInFuture() {
 		t.Error("still valid after end")
+	}
+}
+
+// scriptClock answers the i-th call of Now with what the test sends on at[i],
+// telling entered when a call starts: the test decides how two goroutines'
+// clock reads interleave.
+type scriptClock struct {
+	*fake.Clock
+	n       atomic.Int64
+	at      [8]chan time.Time
+	entered chan int
+}
+
+func (c *scriptClock) Now() time.Time {
+	i := c.n.Add(1) - 1
+	c.entered <- int(i)
+	return <-c.at[i]
+}
+
+// A term Remaining saw over stays over, even when an extension whose clock
+// read came a moment earlier lands between Remaining's load of the term and
+// its marking it over. Remaining used to give up when its compare-and-swap
+// failed, so that the view was valid again: a Guard that left its drain on
+// !ValueInFuture would see the engine release the term (it found it still
+// held) while the calls it admitted ran.
+func TestTimeViewSeenOverStaysOverAcrossAnExtension(t *testing.T) {
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := &scriptClock{Clock: fake.NewClock(base), entered: make(chan int, 8)}
+	for i := range c.at {
+		c.at[i] = make(chan time.Time, 1)
+	}
+	expiry := base.Add(time.Second)
+	tv := newTimeView(c, expiry, expiry, 1)
+
+	seen := make(chan time.Duration)
+	go func() { seen <- tv.Remaining() }()
+	<-c.entered // Remaining has loaded the term and reads the clock
+	extended := make(chan bool)
+	go func() { extended <- tv.extend(expiry.Add(10*time.Second), expiry.Add(10*time.Second)) }()
+	<-c.entered
+	c.at[1] <- expiry.Add(-time.Nanosecond) // the extension's reading: not over yet
+	if !<-extended {
+		t.Fatal("the extension, a nanosecond before the expiry, did not take")
+	}
+	c.at[0] <- expiry // Remaining's reading: over
+	left := <-seen
+	c.at[2] <- expiry.Add(time.Millisecond)
+	go func() { <-c.entered }()
+	if after := tv.ValueInFuture(); left > 0 || after {
+		t.Errorf("Remaining %v, then ValueInFuture %v a millisecond later: a term seen over was revived by an extension", left, after)
 	}
 }

@@ -51,6 +51,11 @@ type wireEntry struct {
 // encoded never will be, so a write of it must end the campaign, not be
 // retried.
 func Marshal(e *RaceEntry) ([]byte, error) {
+	// Unmarshal refuses what breaks these: never write what cannot be
+	// read back.
+	if e.ElectionNumber < 0 || e.Term < 0 || e.Term > e.ElectionNumber {
+		return nil, fmt.Errorf("leaderelection: encoding record: inconsistent numbers (election %d, term %d): %w", e.ElectionNumber, e.Term, ErrRefused)
+	}
 	// encoding/json would write invalid UTF-8 as U+FFFD, so a leader would
 	// not know its own record when it read it back.
 	for _, f := range [][]string{{"LeaderID", e.LeaderID}, {"WriteID", e.WriteID}, {"Lineage", e.Lineage}} {

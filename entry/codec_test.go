@@ -160,6 +160,9 @@ func TestMarshalRefusesWhatItCannotKeep(t *testing.T) {
 		{"WriteID", func(e *entry.RaceEntry) { e.WriteID = "\xff" }, "WriteID"},
 		{"Lineage", func(e *entry.RaceEntry) { e.Lineage = "\xff" }, "Lineage"},
 		{"expiry beyond year 9999", func(e *entry.RaceEntry) { e.TermExpiry = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "year"},
+		// Unmarshal would refuse them.
+		{"negative numbers", func(e *entry.RaceEntry) { e.ElectionNumber, e.Term = -9, -9 }, "inconsistent numbers (election -9, term -9)"},
+		{"term above the election number", func(e *entry.RaceEntry) { e.Term = e.ElectionNumber + 1 }, "inconsistent numbers"},
 		// No backend would read it back (they read at most MaxSize).
 		{"larger than MaxSize", func(e *entry.RaceEntry) { e.ConnectionParams = make([]byte, entry.MaxSize) }, "HostPort and ConnectionParams are too large"},
 	} {
