@@ -62,6 +62,9 @@ type proc struct {
 	stall       time.Duration // a stall due at the next clock reading
 	stallAt     time.Time     // when the last stall began, and for how long
 	stallFor    time.Duration
+	// stalledUntil is when the stall that ends last ends: one goroutine's
+	// stall can outlast another's that began after it.
+	stalledUntil time.Time
 	// ops decides the fate of store calls, work the worker's pauses and
 	// step-downs: separate streams, as the two run on different goroutines
 	// whose draws would otherwise interleave differently from run to run.
@@ -167,6 +170,7 @@ func (p *proc) afterClockRead() {
 	if first {
 		p.stall = 0
 		p.stallAt, p.stallFor = now, d
+		p.stalledUntil = maxTime(p.stalledUntil, now.Add(d))
 	} else if now.Equal(p.stallAt) {
 		d = p.stallFor
 	}
@@ -190,7 +194,7 @@ func (p *proc) frozenNow() bool {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.frozen != nil || p.crashed || now.Before(p.stallAt.Add(p.stallFor)) || now.Before(p.lastThaw.Add(time.Microsecond))
+	return p.frozen != nil || p.crashed || now.Before(p.stalledUntil) || now.Before(p.lastThaw.Add(time.Microsecond))
 }
 
 func maxTime(a, b time.Time) time.Time {
