@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/racedecider/leaderelection/internal/redact"
+	"github.com/racedecider/leaderelection/internal/urlcheck"
 )
 
 // URLOpener opens a RaceDecider for URLs of one scheme. A backend package
@@ -124,8 +125,11 @@ var ErrBadURL = errors.New("bad store URL")
 //
 // An unknown scheme, or a query parameter the scheme does not accept, is an
 // error wrapping ErrBadURL that lists what is accepted. Whether the store
-// can be reached is not checked: the first ReadCurrent tells. Errors show the
-// URL with its password, and query parameters named like one, as xxxxx.
+// can be reached is not checked: the first ReadCurrent tells. A '#' anywhere
+// in rawURL is an error too, even with nothing after it: write a '#' in a
+// name or a password as %23. Errors show the URL with its password, query
+// parameters named like one, and the values of query parameters the scheme
+// does not accept, as xxxxx.
 func OpenDecider(ctx context.Context, rawURL string) (RaceDecider, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -149,28 +153,42 @@ func OpenDecider(ctx context.Context, rawURL string) (RaceDecider, error) {
 		// quote the password's pieces (as a query parameter's name).
 		return nil, fmt.Errorf("leaderelection: OpenDecider(%q): %w: %s", shown, ErrBadURL, encodeHint)
 	}
-	d, err := openURL(ctx, u)
-	if err != nil {
-		return nil, fmt.Errorf("leaderelection: OpenDecider(%q): %w", redact.URL(rawURL), err)
-	}
-	return d, nil
+	return openURL(ctx, rawURL, u)
 }
 
 // encodeHint is how to fix a URL whose user information does not parse.
 const encodeHint = "a user name or password holding '#', '/', '?', '@', '%' or a space must be percent-encoded ('#' as %23)"
 
-func openURL(ctx context.Context, u *url.URL) (RaceDecider, error) {
+// openURL opens u, parsed from rawURL. Its errors show rawURL with the
+// values of the query parameters the scheme does not accept as xxxxx, as
+// well as its secrets: one its user meant for something else may be a key
+// or a token (account_key=..., sas=...).
+func openURL(ctx context.Context, rawURL string, u *url.URL) (RaceDecider, error) {
 	scheme := strings.ToLower(u.Scheme)
 	schemes.RLock()
 	opener, ok := schemes.m[scheme]
 	schemes.RUnlock()
+	accepted := func(name string) bool { return slices.Contains(opener.Params, name) }
+	fail := func(err error) (RaceDecider, error) {
+		return nil, fmt.Errorf("leaderelection: OpenDecider(%q): %w", redact.Accepting(rawURL, accepted), err)
+	}
 	if !ok {
-		return nil, unknownScheme(scheme)
+		return fail(unknownScheme(scheme))
+	}
+	// A '#' anywhere, even with nothing after it (which net/url drops
+	// without a trace: file:///tmp/rec# would open /tmp/rec), and before
+	// the query is read: a '#' may have cut it short.
+	if err := urlcheck.Fragment(rawURL, u, accepted); err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrBadURL, err))
 	}
 	if err := checkParams(u, scheme, opener.Params); err != nil {
-		return nil, err
+		return fail(err)
 	}
-	return opener.Open(ctx, u)
+	d, err := opener.Open(ctx, u)
+	if err != nil {
+		return fail(err)
+	}
+	return d, nil
 }
 
 func unknownScheme(scheme string) error {

@@ -109,6 +109,20 @@ func TestOpenDeciderErrors(t *testing.T) {
 		// two characters after the '%'.
 		{"mem://x?password=s3%zzcret", []string{`query: the value of "password" has a bad %-escape`, "%25"}, true},
 		{"mem://x?a=1;b=2", []string{"query: a ';' separates parameters"}, true},
+		// A '#' anywhere is refused, even with nothing after it, which
+		// net/url drops without a trace (this opened the record
+		// "record"), and the fragment is not shown where it may be the
+		// rest of a secret.
+		{"file://" + dir + "/record#", []string{"a '#' with nothing after it", "%23"}, true},
+		{"mem://x#", []string{"a '#' with nothing after it"}, true},
+		{"mem://x#1", []string{`fragment "#1"`, "%23"}, true},
+		{"mem://x?password=ab#s3cret", []string{"a fragment (#...) after the query", "%23"}, true},
+		{"nope://x#1", []string{`unknown scheme "nope"`}, true},
+		// The values of parameters the scheme does not accept are not
+		// shown (they may be keys: account_key, sas, pwd); their names
+		// are.
+		{"mem://x?account_key=s3cret&pwd=s3cret", []string{`"mem://x?account_key=xxxxx&pwd=xxxxx"`, "unknown query parameters account_key, pwd"}, true},
+		{"nope://x?pwd=s3cret", []string{`"nope://x?pwd=xxxxx"`, `unknown scheme "nope"`}, true},
 	} {
 		_, err := leaderelection.OpenDecider(t.Context(), tc.url)
 		if err == nil {
@@ -150,6 +164,13 @@ func TestRegisterSchemeParams(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unknown query parameter regoin; "+scheme+" URLs accept: region, endpoint") {
 		t.Errorf("misspelt parameter: %v", err)
 	}
+	// A parameter the scheme does not accept shows its name, not its
+	// value; one it accepts that is a URL shows it without its secrets.
+	_, err = leaderelection.OpenDecider(t.Context(), scheme+"://b/k?endpoint=https%3A%2F%2Fh%2F%3Fsv%3D1%26sig%3Ds3cret&sas=sv%3D1%26sig%3Ds3cret")
+	if err == nil || !strings.Contains(err.Error(), "://b/k?endpoint=https%3A%2F%2Fh%2F%3Fsv%3D1%26sig%3Dxxxxx&sas=xxxxx") ||
+		!strings.Contains(err.Error(), "unknown query parameter sas;") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("unknown parameter with a secret value: %v", err)
+	}
 	if !strings.Contains(strings.Join(leaderelection.Schemes(), " "), "open-test://BUCKET?region=R") {
 		t.Errorf("Schemes() = %q", leaderelection.Schemes())
 	}
@@ -190,5 +211,5 @@ func ExampleOpenDecider() {
 	fmt.Println(err)
 	// Output:
 	// true <nil>
-	// leaderelection: OpenDecider("mem://example?timeout=1s"): bad store URL: unknown query parameter timeout; mem URLs accept: none
+	// leaderelection: OpenDecider("mem://example?timeout=xxxxx"): bad store URL: unknown query parameter timeout; mem URLs accept: none
 }

@@ -116,6 +116,46 @@ func TestCommandLine(t *testing.T) {
 			code: exitFailed, stderr: []string{"at postgres://u:xxxxx@127.0.0.1:1/x?table=t&election=e&password=xxxxx: ", "connection refused"}},
 		{name: "password in a URL that does not parse", args: []string{"status", "--store", "postgres://u:s3 cret@h/x"},
 			code: exitUsage, stderr: []string{"postgres://(not shown: it does not parse)", "invalid userinfo"}},
+		// A store URL given without --store is not echoed with its
+		// password (nor any query value), and gets a hint.
+		{name: "status with the store URL as an argument", args: []string{"status", "postgres://app:s3cret@db/app?table=t&election=e"}, code: exitUsage,
+			stderr: []string{`unexpected arguments ["postgres://app:xxxxx@db/app?table=xxxxx&election=xxxxx"] (did you mean --store URL?)`}},
+		{name: "watch with the store URL as an argument", args: []string{"watch", "--store", record, "x", "s3://b/k?sig=s3cret"}, code: exitUsage,
+			stderr: []string{`unexpected arguments ["x" "s3://b/k?sig=xxxxx"] (did you mean --store URL?)`}},
+		{name: "demo with an argument", args: []string{"demo", "app:s3cret@db"}, code: exitUsage,
+			stderr: []string{`unexpected arguments ["app:(not shown: user information without //)"]`}, notStderr: []string{"--store"}},
+		{name: "run with the store URL as COMMAND", args: []string{"run", "postgres://app:s3cret@db/app?table=t&election=e", "--", "true"}, code: exitUsage,
+			stderr: []string{`COMMAND "postgres://app:xxxxx@db/app?table=xxxxx&election=xxxxx" looks like a store URL, and --store is required: did you mean --store URL?`}},
+		{name: "run with a store and a URL as COMMAND", args: []string{"run", "--store", record, "--", "s3://b/k?X-Amz-Signature=s3cret"}, code: exitUsage,
+			stderr: []string{`COMMAND "s3://b/k?X-Amz-Signature=xxxxx" looks like a store URL, and --store is given`}},
+		// --store is checked before COMMAND is looked up.
+		{name: "run without a store nor a command", args: []string{"run", "--", "/no/such/command"}, code: exitUsage,
+			stderr: []string{"--store is required"}, notStderr: []string{"/no/such/command"}},
+		// The values of parameters the scheme does not take are not
+		// shown, nor a secret in a URL given as a parameter's value.
+		{name: "unknown parameter with a key", args: []string{"status", "--store", "mem://x?account_key=s3cret&sas=sv%3D1%26sig%3Ds3cret"}, code: exitUsage,
+			stderr: []string{`OpenDecider("mem://x?account_key=xxxxx&sas=xxxxx")`, "unknown query parameters account_key, sas"}},
+		{name: "signature in an endpoint", args: []string{"status", "--store", "azblob://c/b?storage_account=acct&endpoint=https%3A%2F%2Fh%2F%3Fsv%3D1%26sig%3Ds3cret"}, code: exitUsage,
+			stderr: []string{"endpoint=https%3A%2F%2Fh%2F%3Fsv%3D1%26sig%3Dxxxxx", "want an http:// or https:// URL"}},
+		// A '#' is never dropped, and a NUL in a path is a bad URL, not
+		// a store that fails.
+		{name: "trailing hash", args: []string{"status", "--store", record + "#"}, code: exitUsage,
+			stderr: []string{"a '#' with nothing after it", "%23"}},
+		{name: "hash cutting a password", args: []string{"status", "--store", "postgres://app@db/app?table=t&election=e&password=ab#s3cret"}, code: exitUsage,
+			stderr: []string{"a fragment (#...)", "%23"}},
+		{name: "NUL in a path", args: []string{"status", "--store", record + "%00x"}, code: exitUsage,
+			stderr: []string{"a NUL byte (%00)"}},
+		{name: "negative status skew", args: []string{"status", "--store", record, "--skew=-1s"}, code: exitUsage,
+			stderr: []string{"--skew (-1s) must not be negative"}},
+		{name: "zero status timeout", args: []string{"status", "--store", record, "--timeout=0s"}, code: exitUsage,
+			stderr: []string{"--timeout (0s) must be positive"}},
+		{name: "negative status timeout", args: []string{"status", "--store", record, "--timeout=-1s"}, code: exitUsage,
+			stderr: []string{"--timeout (-1s) must be positive"}},
+		// A term in which COMMAND cannot be started is refused, where
+		// run campaigned for ever.
+		{name: "term too short for run", args: []string{"run", "--store", record, "--term=1ms", "--skew=0s", "--", "true"}, code: exitUsage,
+			stderr: []string{"--term (1ms) is too short for run: at least 100ms"}},
+		{name: "shortest term for run", args: []string{"run", "--store", record + "-run", "--term=100ms", "--skew=0s", "--", "true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {

@@ -23,7 +23,7 @@ func demoMain(args []string, stdout, stderr io.Writer) outcome {
 	}
 	problems := o.Check(fs.FlagSet)
 	if fs.NArg() > 0 {
-		problems = append(problems, fmt.Sprintf("unexpected arguments %q", fs.Args()))
+		problems = append(problems, strayArgs(fs.Args()))
 	}
 	if len(problems) > 0 {
 		return fs.usageError("%s", joinLines(problems))

@@ -20,7 +20,9 @@
 // LEADER_EXPIRY in its environment. COMMAND never runs past the end of the
 // term this process holds: when leadership is lost, or the term is about to
 // end without an extension, COMMAND gets SIGTERM, then SIGKILL after --grace
-// and in any case just before the term ends; the term is released only
+// and in any case just before the term ends (when another candidate has
+// taken over, the term is over already: SIGKILL follows SIGTERM at once,
+// with no grace, since another leader may be acting); the term is released only
 // after COMMAND has been reaped and (on Linux) every process left in its
 // process group is gone. On Linux, a watchdog process holds the
 // term's deadline and kills COMMAND's process group when it passes, even
@@ -41,7 +43,11 @@
 //	127  run: the command was not found
 //	N    run: the command's own exit status (128+S if signal S killed it)
 //
-// leaderelect run stopped by SIGINT or SIGTERM stops COMMAND, releases the
-// term and then exits by that same signal, so that a shell reports 130 or 143
-// and a service manager sees a clean stop. watch exits 0 when interrupted.
+// leaderelect run stopped by SIGINT, SIGTERM or SIGHUP stops COMMAND,
+// releases the term and then exits by that same signal, so that a shell
+// reports 130, 143 or 129 and a service manager sees a clean stop; stopped
+// by SIGQUIT, it does the same and exits 131 (without Go's goroutine dump).
+// A broken stderr does not stop it. It is not an init: as a container's PID
+// 1 it does not reap the orphans re-parented to it (run it under docker run
+// --init or tini). watch exits 0 when interrupted.
 package main

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"sort"
@@ -81,7 +82,10 @@ func dispatch(args []string, stdout, stderr io.Writer) outcome {
 	name := args[0]
 	switch name {
 	case watchdogCommand:
-		// Hidden: run starts it; see watchdog_linux.go.
+		// Hidden: run starts it; see watchdog_linux.go. It shares run's
+		// stderr, which may be a broken pipe: its one message must not
+		// kill it before it has acted.
+		defer notifyBrokenPipe()()
 		return outcome{code: watchdogMain(os.Stdin, stderr)}
 	case "help", "-h", "-help", "--help": // isHelp
 		if len(args) > 1 && !isHelp(args[1]) {
@@ -156,8 +160,9 @@ Exit status:
   126  run: the command could not be started
   127  run: the command was not found
   N    run: the command's own exit status (128+S if signal S killed it)
-  run stopped by SIGINT or SIGTERM exits by that same signal once the command
-  has stopped and the term is released (a shell shows 130 or 143).
+  run stopped by SIGINT, SIGTERM or SIGHUP exits by that same signal once the
+  command has stopped and the term is released (a shell shows 130, 143 or
+  129); stopped by SIGQUIT, it exits 131.
 `
 
 // flagSet is a subcommand's flags, with the environment variables that set
@@ -296,12 +301,17 @@ func (fs *flagSet) printHelp(w io.Writer) {
 	}
 }
 
+// noStore is the usage error for a missing --store.
+func noStore(fs *flagSet) outcome {
+	return fs.usageError("--store is required (or set %s); for example --store file:///var/lib/myjob/leader", envName("store"))
+}
+
 // openStore opens the store at rawURL and reads the record once, so that a
 // bad URL, missing credentials or an unreachable store is reported at once
 // and clearly rather than retried forever.
 func openStore(fs *flagSet, rawURL string, timeout time.Duration) (leaderelection.RaceDecider, *entry.RaceEntry, outcome, bool) {
 	if rawURL == "" {
-		return nil, nil, fs.usageError("--store is required (or set %s); for example --store file:///var/lib/myjob/leader", envName("store")), false
+		return nil, nil, noStore(fs), false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -322,20 +332,56 @@ func openStore(fs *flagSet, rawURL string, timeout time.Duration) (leaderelectio
 	return d, rec, outcome{}, true
 }
 
+// strayArgs says that args, arguments a command does not take, were given.
+// They are shown through redact, with the value of every query parameter
+// hidden: a store URL given without --store may carry a password or a
+// token. One that looks like a URL gets a hint.
+func strayArgs(args []string) string {
+	shown := make([]string, len(args))
+	hint := ""
+	for i, a := range args {
+		shown[i] = redact.Accepting(a, nil)
+		if strings.Contains(a, "://") {
+			hint = " (did you mean --store URL?)"
+		}
+	}
+	return fmt.Sprintf("unexpected arguments %q%s", shown, hint)
+}
+
 func (fs *flagSet) failed(format string, args ...any) outcome {
 	fmt.Fprintf(fs.Output(), "leaderelect %s: %s\n", fs.name, fmt.Sprintf(format, args...))
 	return outcome{code: exitFailed}
 }
 
-// durationText formats d for people: 1.5s, 250ms, 2m0s.
+// durationText formats d for people: 1.5s, 250ms, 2m0s. A duration at
+// either end of time.Duration's range (which time.Time.Sub saturates to for
+// instants more than about 292 years apart, such as a record's zero or
+// year-9999 expiry) is "over 292 years".
 func durationText(d time.Duration) string {
 	switch {
+	case d == math.MinInt64:
+		// -d would overflow back to d.
+		return "-" + durationText(math.MaxInt64)
 	case d < 0:
 		return "-" + durationText(-d)
+	case d == math.MaxInt64:
+		return "over 292 years"
 	case d >= time.Minute:
 		return d.Round(time.Second).String()
 	case d >= time.Second:
 		return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
 	}
 	return d.Round(time.Millisecond).String()
+}
+
+// absDuration is |d|, with math.MinInt64 (whose negation overflows) taken
+// for math.MaxInt64: both stand for a saturated time.Time.Sub.
+func absDuration(d time.Duration) time.Duration {
+	switch {
+	case d == math.MinInt64:
+		return math.MaxInt64
+	case d < 0:
+		return -d
+	}
+	return d
 }

@@ -16,3 +16,6 @@ func signalGroup(pid int, sig syscall.Signal) {
 }
 
 func reraise(sig syscall.Signal) { os.Exit(128 + int(sig)) }
+
+// notifyBrokenPipe: only Unix has SIGPIPE.
+func notifyBrokenPipe() (stop func()) { return func() {} }

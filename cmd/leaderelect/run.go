@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,13 +36,20 @@ COMMAND gets these environment variables:
   LEADER_EXPIRY  when the term ends unless extended (RFC 3339), as of the start;
                  leaderelect extends it twice per term while COMMAND runs.
 
-When leadership is lost (the store could not be reached to extend the term,
-or another candidate took over), COMMAND gets SIGTERM, then SIGKILL after
---grace, and is always killed before the term ends: no other candidate can
-be elected while it still runs. leaderelect then campaigns again.
+If the term cannot be extended (the store cannot be reached), COMMAND gets
+SIGTERM a quarter of a term (or --grace, if shorter) before the term ends,
+and SIGKILL just before. When leadership ends early otherwise (the store
+refused an extension, or this host's clock is too far from the store's),
+COMMAND gets SIGTERM, then SIGKILL after --grace, and is always killed
+before the term ends: no other candidate can be elected while it still
+runs. leaderelect then campaigns again.
 
-If the term cannot be extended, COMMAND gets SIGTERM a quarter of a term
-(or --grace, if shorter) before the term ends, and SIGKILL just before.
+When another candidate has taken over (the store holds a newer write than
+this leader's), there is no grace: COMMAND gets SIGTERM and, at once,
+SIGKILL. The term has ended for this process, and another leader may
+already be acting. (Candidates take over only once the term has ended plus
+--skew by their clocks, so this is a leader whose clock was off, or that
+was paused or cut off from the store until then.)
 
 When COMMAND exits, leaderelect releases the term, so that another candidate
 takes over at once, and exits with COMMAND's status; with --restart it
@@ -50,9 +58,16 @@ doubling up to 1m, after a COMMAND that ran for less than a term), whatever
 its status. Only a COMMAND that cannot be started ends run with 126 or 127
 even with --restart.
 
-SIGINT or SIGTERM to leaderelect sends SIGTERM to COMMAND (a second signal
-sends SIGKILL), keeps the term extended while COMMAND stops, then releases
-the term and exits by the same signal.
+SIGINT, SIGTERM, SIGHUP or SIGQUIT to leaderelect sends SIGTERM to COMMAND
+(a second signal sends SIGKILL), keeps the term extended while COMMAND
+stops, then releases the term and exits by the same signal (SIGQUIT: with
+status 131, and no goroutine dump). A stderr that can no longer be written
+(its reader is gone) does not stop leaderelect: its log lines are lost.
+--term must be at least 100ms, for COMMAND to be started within a term.
+
+leaderelect run is not an init: as a container's PID 1 it does not reap
+processes orphaned to it (COMMAND's children, once COMMAND's group has been
+killed), which stay zombies. Run it under one (docker run --init, tini).
 
 COMMAND runs in its own process group, with stdin from /dev/null; signals go
 to the whole group, and any process left in the group when COMMAND exits is
@@ -82,12 +97,29 @@ func runMain(args []string, stdout, stderr io.Writer) outcome {
 	grace := fs.Duration("grace", 0, "how long COMMAND has to exit after SIGTERM before SIGKILL; must be less than term - skew (default the smaller of 10s and a quarter of --term)")
 	restart := fs.Bool("restart", false, "when COMMAND exits, campaign again and rerun it instead of exiting")
 	quiet := fs.Bool("quiet", false, "log only warnings and errors")
+	// A write to a closed stderr (a log shipper that died, a pipe to a
+	// closed reader) must fail, not kill run: COMMAND would die with it by
+	// SIGKILL and the term would not be released.
+	defer notifyBrokenPipe()()
 	if o, ok := fs.parse(args); !ok {
 		return o
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
 		return fs.usageError("no COMMAND given: leaderelect run --store URL [FLAGS] -- COMMAND [ARGS...]")
+	}
+	// Before COMMAND is looked up, whose error would quote it: a store URL
+	// given without --store comes first in argv, password and all.
+	if strings.Contains(argv[0], "://") {
+		what := "is required"
+		if *store != "" {
+			what = "is given"
+		}
+		return fs.usageError("COMMAND %q looks like a store URL, and --store %s: did you mean --store URL? (leaderelect run --store URL [FLAGS] -- COMMAND [ARGS...])",
+			redact.Accepting(argv[0], nil), what)
+	}
+	if *store == "" {
+		return noStore(fs)
 	}
 	if *id == "" {
 		*id = defaultID()
@@ -101,6 +133,9 @@ func runMain(args []string, stdout, stderr io.Writer) outcome {
 		problems = append(problems, fmt.Sprintf("--grace (%s) must not be negative", *grace))
 	} else if len(problems) == 0 && *grace >= *term-*skew {
 		problems = append(problems, fmt.Sprintf("--grace (%s) must be less than --term (%s) minus --skew (%s), so that COMMAND can stop within a term", *grace, *term, *skew))
+	}
+	if len(problems) == 0 && *term < minRunTerm {
+		problems = append(problems, fmt.Sprintf("--term (%s) is too short for run: at least %v, so that COMMAND (and, on Linux, its watchdog process) can be started well within a term", *term, minRunTerm))
 	}
 	if len(problems) > 0 {
 		return fs.usageError("%s", joinLines(problems))
@@ -134,6 +169,22 @@ func runMain(args []string, stdout, stderr io.Writer) outcome {
 	r.log = r.engineLog.With("leader_id", *id)
 	return r.run()
 }
+
+// minRunTerm is the shortest --term run takes. Starting COMMAND takes a few
+// milliseconds (and starting its watchdog process as many again), and it
+// is started only while the term has more left than --grace and the lead
+// of the final SIGKILL: with a term of a few milliseconds, every tenure ran
+// out before COMMAND could start, and run campaigned for ever, warning each
+// time that the term was about to end.
+const minRunTerm = 100 * time.Millisecond
+
+// stopSignals are the signals that stop run gracefully: COMMAND gets
+// SIGTERM (SIGKILL at a second one), the term is released, and run exits
+// by the signal (SIGQUIT: with status 131, not a goroutine dump). SIGHUP,
+// which a closed terminal or a service manager sends, would otherwise end
+// run at once, and COMMAND with it by SIGKILL, with no grace and the term
+// not released.
+var stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 // defaultGrace is --grace when not given: long enough for most commands to
 // clean up, and short enough for any valid --term (a quarter of it is always
@@ -187,7 +238,7 @@ type exitResult struct {
 
 func (r *runner) run() outcome {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, stopSignals...)
 	defer signal.Stop(sigs)
 	done := make(chan struct{})
 	defer close(done)
@@ -257,6 +308,12 @@ func (r *runner) run() outcome {
 		backoff = min(2*backoff, time.Minute)
 	}
 	r.log.Info("stopped", "signal", r.signal.String())
+	if r.signal == syscall.SIGQUIT {
+		// Go's own action for SIGQUIT, which reraise would leave it
+		// to, dumps every goroutine and exits 2: exit as a shell
+		// reports a process SIGQUIT ended instead.
+		return outcome{code: 128 + int(syscall.SIGQUIT)}
+	}
 	return outcome{signal: r.signal}
 }
 

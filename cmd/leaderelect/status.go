@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -119,13 +120,17 @@ func offsetText(off, skew, term time.Duration) string {
 	case off > 0:
 		text = durationText(off) + " behind the store's"
 	case off < 0:
-		text = durationText(-off) + " ahead of the store's"
+		text = durationText(absDuration(off)) + " ahead of the store's"
 	default:
 		text = "level with the store's"
 	}
 	text = fmt.Sprintf("about %s (from its last write, if its term is --term %s)", text, term)
-	if skew > 0 && 2*max(off, -off) > skew {
-		text += fmt.Sprintf("; more than half of --skew: check its time sync, or give status the candidates' --term (by the store's clock, its write asked for a term of %s)", durationText(term-off))
+	if skew > 0 && absDuration(off) > skew/2 {
+		asked := term - off
+		if off < 0 && asked < term {
+			asked = math.MaxInt64 // saturated, as off is
+		}
+		text += fmt.Sprintf("; more than half of --skew: check its time sync, or give status the candidates' --term (by the store's clock, its write asked for a term of %s)", durationText(asked))
 	}
 	return text
 }
@@ -152,11 +157,21 @@ func statusMain(args []string, stdout, stderr io.Writer) outcome {
 	if o, ok := fs.parse(args); !ok {
 		return o
 	}
+	var problems []string
 	if fs.NArg() > 0 {
-		return fs.usageError("unexpected arguments %q", fs.Args())
+		problems = append(problems, strayArgs(fs.Args()))
 	}
 	if *term <= 0 {
-		return fs.usageError("--term (%s) must be positive", *term)
+		problems = append(problems, fmt.Sprintf("--term (%s) must be positive", *term))
+	}
+	if *skew < 0 {
+		problems = append(problems, fmt.Sprintf("--skew (%s) must not be negative", *skew))
+	}
+	if *timeout <= 0 {
+		problems = append(problems, fmt.Sprintf("--timeout (%s) must be positive", *timeout))
+	}
+	if len(problems) > 0 {
+		return fs.usageError("%s", joinLines(problems))
 	}
 	_, rec, o, ok := openStore(fs, *store, *timeout)
 	if !ok {
@@ -227,7 +242,7 @@ func relative(d time.Duration) string {
 	if d >= 0 {
 		return "in " + durationText(d)
 	}
-	return durationText(-d) + " ago"
+	return durationText(absDuration(d)) + " ago"
 }
 
 func watchMain(args []string, stdout, stderr io.Writer) outcome {
@@ -240,7 +255,7 @@ func watchMain(args []string, stdout, stderr io.Writer) outcome {
 		return o
 	}
 	if fs.NArg() > 0 {
-		return fs.usageError("unexpected arguments %q", fs.Args())
+		return fs.usageError("%s", strayArgs(fs.Args()))
 	}
 	if *skew < 0 || *poll <= 0 || *poll > maxDuration {
 		return fs.usageError("--skew (%s) must not be negative and --poll (%s) must be positive, and at most %v", *skew, *poll, maxDuration)

@@ -6,6 +6,7 @@
 package urlcheck
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -15,14 +16,16 @@ import (
 	"github.com/racedecider/leaderelection/internal/redact"
 )
 
-// Check returns an error for the first of these that u carries: a
-// fragment, which would otherwise be dropped from the name it ends (write a
-// '#' in a name as %23); user information; a query parameter given more
-// than once, of which an opener would read only the first; a query
-// parameter given with an empty value ("?endpoint=", as an unset shell
-// variable leaves it), which an opener would otherwise take for one not
-// given and fall back to its default. It is for schemes whose URLs carry no
-// user information: every store's but PostgreSQL's.
+// Check returns an error for the first of these that u carries: user
+// information; a fragment, which would otherwise be dropped from the name
+// it ends (write a '#' in a name as %23); a NUL byte (%00) in the host or
+// path, which no store's name may hold and which a file name would fail on
+// only when opened; a query parameter given more than once, of which an
+// opener would read only the first; a query parameter given with an empty
+// value ("?endpoint=", as an unset shell variable leaves it), which an
+// opener would otherwise take for one not given and fall back to its
+// default. It is for schemes whose URLs carry no user information: every
+// store's but PostgreSQL's.
 func Check(u *url.URL) error {
 	if u.User != nil {
 		shown := url.User(u.User.Username())
@@ -33,7 +36,10 @@ func Check(u *url.URL) error {
 			shown.String()+"@", strings.ToLower(u.Scheme))
 	}
 	if u.Fragment != "" {
-		return fmt.Errorf("fragment %q: a store URL has none (write a '#' in a name as %%23)", "#"+u.Fragment)
+		return fragment(u, nil)
+	}
+	if err := nul(u); err != nil {
+		return err
 	}
 	return query(u)
 }
@@ -43,9 +49,55 @@ func Check(u *url.URL) error {
 // fragment, since an unescaped '#' in a password starts one.
 func CheckWithUser(u *url.URL) error {
 	if u.Fragment != "" {
-		return fmt.Errorf("a fragment (#...): a store URL has none (write a '#' in a password or a name as %%23)")
+		return errors.New(fragmentInUser)
+	}
+	if err := nul(u); err != nil {
+		return err
 	}
 	return query(u)
+}
+
+// Fragment returns an error if rawURL, which u was parsed from, holds a
+// '#' anywhere: a store URL has no fragment, and net/url drops one that is
+// empty (file:///tmp/rec# names /tmp/rec) without a trace in u, so that only
+// the raw URL tells. leaderelection.OpenDecider calls it for every scheme;
+// accepted says which query parameters the scheme accepts (nil: any), so
+// that a fragment that may hold the rest of a value an unescaped '#' cut
+// (account_key=ab#cd) is not shown.
+func Fragment(rawURL string, u *url.URL, accepted func(name string) bool) error {
+	if !strings.Contains(rawURL, "#") {
+		return nil
+	}
+	return fragment(u, accepted)
+}
+
+// fragmentInUser is the error for a fragment in a URL that may carry a
+// password: an unescaped '#' in it starts the fragment, which is not shown.
+const fragmentInUser = "a fragment (#...): a store URL has none (write a '#' in a password or a name as %23)"
+
+// fragment is the error for u, parsed from a URL holding a '#'. It shows the
+// fragment only where it cannot be the rest of a secret (see
+// redact.FragmentShown).
+func fragment(u *url.URL, accepted func(name string) bool) error {
+	switch {
+	case u.Fragment == "":
+		return errors.New("a '#' with nothing after it: a store URL has no fragment, and the '#' would be dropped without a word (write a '#' in a name or password as %23)")
+	case u.User != nil:
+		return errors.New(fragmentInUser)
+	case !redact.FragmentShown(u, accepted):
+		return errors.New("a fragment (#...) after the query: a store URL has none (write a '#' in a value or a name as %23)")
+	}
+	return fmt.Errorf("fragment %q: a store URL has none (write a '#' in a name as %%23)", "#"+u.Fragment)
+}
+
+// nul reports a NUL byte in u's host or path, which no store's names may
+// hold (a file name with one fails only when it is opened, as if the store
+// refused).
+func nul(u *url.URL) error {
+	if strings.ContainsRune(u.Host+u.Path+u.Opaque, 0) {
+		return errors.New("a NUL byte (%00) in the host or path: no store name may hold one")
+	}
+	return nil
 }
 
 // query reports the parameters given more than once or with an empty
