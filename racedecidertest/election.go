@@ -357,12 +357,7 @@ func (l *loggedDecider) WriteEntry(ctx context.Context, e *entry.RaceEntry) (ent
 }
 
 // String names the store it wraps, as Cuttable does.
-func (l *loggedDecider) String() string {
-	if s, ok := l.d.(fmt.Stringer); ok {
-		return s.String()
-	}
-	return fmt.Sprintf("%T", l.d)
-}
+func (l *loggedDecider) String() string { return nameOf(l.d) }
 
 type loggedPush struct {
 	*loggedDecider
@@ -455,11 +450,15 @@ func (c *cuttable) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.Le
 
 // String names the store it wraps, so that errors, logs and HealthCheck
 // name the same election with or without the cut.
-func (c *cuttable) String() string {
-	if s, ok := c.d.(fmt.Stringer); ok {
+func (c *cuttable) String() string { return nameOf(c.d) }
+
+// nameOf is d's String, or its type if it has none, as the engine names a
+// store.
+func nameOf(d leaderelection.RaceDecider) string {
+	if s, ok := d.(fmt.Stringer); ok {
 		return s.String()
 	}
-	return fmt.Sprintf("%T", c.d)
+	return fmt.Sprintf("%T", d)
 }
 
 type cuttablePush struct {
