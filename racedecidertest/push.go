@@ -180,7 +180,7 @@ func vouches(t *testing.T, cn leaderelection.ChangeNotifier, tok entry.LeaderTok
 		deadline, _ := ctx.Deadline()
 		var got *entry.RaceEntry
 		got, err = cn.WaitForChange(ctx, tok)
-		early := deadline.Sub(time.Now())
+		early := time.Until(deadline)
 		<-ctx.Done() // a channel that cannot tell may answer at once
 		cancel()
 		switch {
