@@ -15,7 +15,6 @@ import (
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/faultproxy"
 	"github.com/racedecider/leaderelection/internal/testenv"
-	"github.com/racedecider/leaderelection/kube"
 )
 
 // The second API server scripts/kube-apiserver.sh starts, on the same etcd,
@@ -134,57 +133,5 @@ func TestWatchRelistsOnGone(t *testing.T) {
 	gone, lists, watches := sent.count(kindGone), sent.count(kindList), sent.count(kindWatch)
 	if gone < 1 || lists != gone+1 || watches > 12 || sent.count(kindGet) != 0 {
 		t.Errorf("requests: %v; want at least one 410, one list more than 410s, at most 12 watches and no GET", &sent)
-	}
-}
-
-// TestWatchRelistsAtOnceOnGoneAfterAGoodRun: a watch that ran well and was
-// ended by the server's timeout, reopened from a resourceVersion etcd no
-// longer has, gets 410 Gone as the answer to the reopening. The watcher
-// lists again at once and its waiters go on waiting; it used to take the
-// 410 for a failed watch, tell its waiters the watch was down (so that the
-// engine polled) and back off before listing.
-func TestWatchRelistsAtOnceOnGoneAfterAGoodRun(t *testing.T) {
-	cfg := noCacheConfig(t)
-	name := freshLease()
-	var sent requests
-	d := newDecider(t, sent.counting(cfg), name)
-	kube.SetWatchTiming(d, 3*time.Second, 2*time.Second, time.Minute, 10*time.Second)
-	direct := newDecider(t, cfg, name)
-	tok, err := direct.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w0", TermExpiry: time.Now().Add(time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wait := func(limit time.Duration) error {
-		ctx, cancel := context.WithTimeout(t.Context(), limit)
-		defer cancel()
-		_, err := d.WaitForChange(ctx, tok)
-		return err
-	}
-	if err := wait(500 * time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("WaitForChange on an unchanged Lease = %v; want it to block", err)
-	}
-
-	// Another Lease's write takes etcd past the watch's resourceVersion,
-	// and etcd forgets the history before it.
-	other, err := newDecider(t, cfg, freshLease()).WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "b", WriteID: "o0", TermExpiry: time.Now().Add(time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	compactEtcd(t, other.Version)
-
-	// The server ends the watch within 3 s; waiters wait across its
-	// reopening, the 410 and the list.
-	relisted := func() bool { return sent.count(kindGone) >= 1 && sent.sentAfter(kindList, kindGone) }
-	start := time.Now()
-	for !relisted() {
-		if err := wait(time.Second); err != nil && strings.Contains(err.Error(), "down") {
-			t.Fatalf("a waiter was told %v; want it to wait while the watch lists again: %v", err, &sent)
-		}
-		if time.Since(start) > 20*time.Second {
-			t.Fatalf("no 410 and list 20 s after the compaction: %v", &sent)
-		}
-	}
-	if err := wait(2 * time.Second); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("WaitForChange after the list = %v; want it to block on the new watch (%v)", err, &sent)
 	}
 }
