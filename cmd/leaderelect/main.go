@@ -359,11 +359,8 @@ func (fs *flagSet) failed(format string, args ...any) outcome {
 // year-9999 expiry) is "over 292 years".
 func durationText(d time.Duration) string {
 	switch {
-	case d == math.MinInt64:
-		// -d would overflow back to d.
-		return "-" + durationText(math.MaxInt64)
 	case d < 0:
-		return "-" + durationText(-d)
+		return "-" + durationText(absDuration(d))
 	case d == math.MaxInt64:
 		return "over 292 years"
 	case d >= time.Minute:
