@@ -126,8 +126,9 @@
 // when OnElected is called. A valid TimeView must also hold an expiry the
 // store accepted for that leader and term. The store checks, as it applies
 // each write, that it was conditioned on the current version, that election
-// numbers go up by one, that a new tenure's term is above every earlier one,
-// that other writes continue the tenure they replace, and that a takeover
+// numbers go up by one, that a new tenure's term is above every earlier one
+// (a late copy of a create applied before, landing after a deletion, brings
+// back that tenure and is no new one), that other writes continue the tenure they replace, and that a takeover
 // happens only once the previous holder's clock has passed its expiry (or it
 // released).
 //

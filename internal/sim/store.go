@@ -48,6 +48,9 @@ type store struct {
 	// accepted: a TimeView may only ever hold one of these.
 	accepted map[tenureKey]map[time.Time]bool
 	maxTerm  int64
+	// applied holds the WriteID of every write applied: one applied
+	// again is a late copy of it (see apply).
+	applied  map[string]bool
 	writes   int // applied writes
 	inflight sync.WaitGroup
 	// holder is the incarnation that wrote the stored record (LeaderIDs
@@ -166,7 +169,7 @@ type tenureKey struct {
 }
 
 func newStore(s *sim) *store {
-	st := &store{s: s, mem: memory.NewDecider(), accepted: map[tenureKey]map[time.Time]bool{}, maxTerm: -1, commits: map[string]time.Time{}}
+	st := &store{s: s, mem: memory.NewDecider(), accepted: map[tenureKey]map[time.Time]bool{}, maxTerm: -1, applied: map[string]bool{}, commits: map[string]time.Time{}}
 	st.remember(false)
 	return st
 }
@@ -281,6 +284,8 @@ func (st *store) apply(p *proc, e *entry.RaceEntry, acceptStale bool) (entry.Lea
 	}
 	st.writes++
 	st.commits[tok.Version] = time.Now()
+	replay := e.WriteID != "" && st.applied[e.WriteID]
+	st.applied[e.WriteID] = true
 	prevHolder := st.holder
 	st.holder = p
 	if prev.ElectionNumber == entry.NoElections {
@@ -306,7 +311,13 @@ func (st *store) apply(p *proc, e *entry.RaceEntry, acceptStale bool) (entry.Lea
 		s.violate("store-sequence", "election number %d follows %d", e.ElectionNumber, prev.ElectionNumber)
 	}
 	if newTenure {
-		if e.Term <= st.maxTerm {
+		// A late copy of a create that was applied (an SDK's retry still
+		// on the wire) can land again only where no record is, after a
+		// deletion: it brings back that same tenure, with the expiry it
+		// was first written with, and begins none. Candidates that saw
+		// the record wait out a whole term after it disappeared whatever
+		// comes back (see the engine's observe).
+		if e.Term <= st.maxTerm && !(replay && prev.ElectionNumber == entry.NoElections) {
 			s.violate("fencing", "new tenure with term %d after term %d", e.Term, st.maxTerm)
 		}
 		st.maxTerm = max(st.maxTerm, e.Term)
