@@ -431,6 +431,12 @@ func TestValidate(t *testing.T) {
 		{"huge term", func(c *leaderelection.Config) { c.TermLength = 25 * time.Hour }, []string{"TermLength (25h0m0s) must be at most 24h0m0s"}},
 		{"huge poll", func(c *leaderelection.Config) { c.PollInterval = math.MaxInt64 }, []string{"PollInterval (2562047h47m16.854775807s) must be at most 24h0m0s"}},
 		{"several", func(c *leaderelection.Config) { c.Decider = nil; c.LeaderID = "" }, []string{"nil Decider", "empty LeaderID"}},
+		// Not nil to a comparison, but the first call would panic.
+		{"nil pointer decider", func(c *leaderelection.Config) { c.Decider = (*memory.Decider)(nil) }, []string{"Decider is a nil *memory.Decider"}},
+		{"nil pointer observer", func(c *leaderelection.Config) { c.Observer = (*leaderelection.HealthCheck)(nil) },
+			[]string{"Observer is a nil *leaderelection.HealthCheck"}},
+		{"nil func observer", func(c *leaderelection.Config) { c.Observer = leaderelection.ObserverFunc(nil) },
+			[]string{"Observer is a nil leaderelection.ObserverFunc"}},
 	}
 	if err := (*leaderelection.Config)(nil).Validate(); err == nil {
 		t.Error("a nil Config's Validate accepted it")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	"time"
 	"unicode/utf8"
 
@@ -164,9 +165,7 @@ func (c *Config) Validate() error {
 		return errors.New("leaderelection: invalid Config: nil")
 	}
 	var errs []error
-	if c.Decider == nil {
-		errs = append(errs, errors.New("nil Decider"))
-	}
+	errs = append(errs, nilErrors(c.Decider, c.Observer)...)
 	if c.OnElected == nil {
 		errs = append(errs, errors.New("nil OnElected"))
 	}
@@ -191,6 +190,34 @@ func (c *Config) Validate() error {
 		return nil
 	}
 	return fmt.Errorf("leaderelection: invalid Config: %w", errors.Join(errs...))
+}
+
+// nilErrors reports a nil Decider, and a Decider or Observer that is a nil
+// pointer or func in an interface: not nil to a comparison, yet its first
+// call would panic on the engine's goroutine.
+func nilErrors(d RaceDecider, o Observer) []error {
+	var errs []error
+	if d == nil {
+		errs = append(errs, errors.New("nil Decider"))
+	} else if isNil(d) {
+		errs = append(errs, fmt.Errorf("Decider is a nil %T", d))
+	}
+	if o != nil && isNil(o) {
+		errs = append(errs, fmt.Errorf("Observer is a nil %T", o))
+	}
+	return errs
+}
+
+// isNil reports whether v holds a nil pointer or func.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Func:
+		return r.IsNil()
+	}
+	return false
 }
 
 func validateTiming(term, skew, poll time.Duration) []error {

@@ -18,8 +18,9 @@ import (
 // several.
 //
 // Observe runs on the engine's goroutines, sometimes on the path of an
-// extension: it must be quick and must not block. It may be called
-// concurrently for different elections and must be safe for that.
+// extension: it must be quick and must not block. It is called concurrently
+// by every Acquire and Watch it is set on, several on one election included,
+// and must be safe for that.
 type Observer interface {
 	Observe(Event)
 }
@@ -30,12 +31,13 @@ type ObserverFunc func(Event)
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
-// Observers returns an Observer that passes each event to every non-nil one
-// of obs, in order, or nil if there is none.
+// Observers returns an Observer that passes each event to every one of obs,
+// in order, or nil if there is none. It leaves out nil ones, nil pointers
+// (a *leprom.Observer whose New failed, say) and nil funcs included.
 func Observers(obs ...Observer) Observer {
 	var all multiObserver
 	for _, o := range obs {
-		if o != nil {
+		if !isNil(o) {
 			all = append(all, o)
 		}
 	}
@@ -211,7 +213,8 @@ const (
 type Event struct {
 	Kind EventKind
 	// Election names the store and record the election runs on: the
-	// Decider's String, or its type if it has none.
+	// Decider's String, or its type if it has none. It is valid UTF-8
+	// (other bytes are written \xNN), so that it can be a metric label.
 	Election string
 	// LeaderID, Term and Expiry describe a tenure: this candidate's for
 	// EventElected, EventExtended and EventOusted, the record's for

@@ -586,3 +586,45 @@ func TestObserverSeesReleaseOfInterruptedAcquisition(t *testing.T) {
 		}
 	})
 }
+
+// namedDecider is a Decider whose name is not UTF-8, as a file path's may
+// be.
+type namedDecider struct {
+	leaderelection.RaceDecider
+	name string
+}
+
+func (d namedDecider) String() string { return d.name }
+
+func TestEventElectionIsUTF8(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder
+		cfg := leaderelection.Config{
+			Decider:  namedDecider{memory.NewDecider(), "file:///srv/\xff\xfe/élection"},
+			LeaderID: "a", TermLength: time.Second, MaxClockSkew: 100 * time.Millisecond, Observer: &rec,
+			OnElected: func(context.Context, *leaderelection.TimeView) {},
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go cfg.Acquire(ctx)
+		synctest.Wait()
+		got := rec.of(leaderelection.EventElected)
+		// Each byte that is not UTF-8 is spelt out, so that two such names
+		// stay apart; UTF-8 is kept.
+		if want := `file:///srv/\xff\xfe/élection`; len(got) == 0 || got[0].Election != want {
+			t.Fatalf("elected events %+v, want one for election %q", got, want)
+		}
+	})
+}
+
+func TestObserversLeavesOutNilPointers(t *testing.T) {
+	var rec recorder
+	if o := leaderelection.Observers(nil, (*leaderelection.HealthCheck)(nil), leaderelection.ObserverFunc(nil)); o != nil {
+		t.Errorf("Observers of nils = %#v, want nil", o)
+	}
+	o := leaderelection.Observers((*recorder)(nil), &rec, leaderelection.ObserverFunc(nil))
+	o.Observe(leaderelection.Event{Kind: leaderelection.EventStarted})
+	if got := rec.of(leaderelection.EventStarted); len(got) != 1 {
+		t.Errorf("the one Observer among nil pointers saw %d events, want 1", len(got))
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	clocks "github.com/vimeo/go-clocks"
 
@@ -22,13 +24,30 @@ func isRaceLost(err error) bool  { return errors.Is(err, entry.ErrRaceLost) }
 func isThrottled(err error) bool { return errors.Is(err, entry.ErrThrottled) }
 func isRefused(err error) bool   { return errors.Is(err, entry.ErrRefused) }
 
-// storeName names d in errors: its String method if it has one (backends
-// name their bucket and object), else its type.
+// storeName names d in errors, logs and Events: its String method if it has
+// one (backends name their bucket and object), else its type. Bytes that are
+// not UTF-8 (a file path may hold any) are written \xNN, so that metric
+// labels, which must be UTF-8, can carry the name, and two names stay apart.
 func storeName(d RaceDecider) string {
-	if s, ok := d.(fmt.Stringer); ok {
-		return s.String()
+	s, ok := d.(fmt.Stringer)
+	if !ok {
+		return fmt.Sprintf("%T", d)
 	}
-	return fmt.Sprintf("%T", d)
+	name := s.String()
+	if utf8.ValidString(name) {
+		return name
+	}
+	var b strings.Builder
+	for i := 0; i < len(name); {
+		r, n := utf8.DecodeRuneInString(name[i:])
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&b, `\x%02x`, name[i])
+		} else {
+			b.WriteString(name[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // refusal is the error that ends Acquire or Watch when the store refuses for

@@ -100,10 +100,7 @@ type Change struct {
 
 // Validate reports every problem with w, naming the offending values.
 func (w *WatchConfig) Validate() error {
-	var errs []error
-	if w.Decider == nil {
-		errs = append(errs, errors.New("nil Decider"))
-	}
+	errs := nilErrors(w.Decider, w.Observer)
 	if w.MaxClockSkew < 0 {
 		errs = append(errs, fmt.Errorf("MaxClockSkew (%s) must not be negative", w.MaxClockSkew))
 	}

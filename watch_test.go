@@ -129,6 +129,12 @@ func TestWatchValidate(t *testing.T) {
 			t.Errorf("Watch error %v does not contain %q", err, want)
 		}
 	}
+	err = leaderelection.WatchConfig{Decider: (*memory.Decider)(nil), Observer: (*leaderelection.HealthCheck)(nil)}.Watch(t.Context(), nil)
+	for _, want := range []string{"Decider is a nil *memory.Decider", "Observer is a nil *leaderelection.HealthCheck"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Watch error %v does not contain %q", err, want)
+		}
+	}
 	// "Never poll, the store pushes" is a day at most: the poll schedule
 	// spans many intervals, and would overflow.
 	err = leaderelection.WatchConfig{Decider: memory.NewDecider(), PollInterval: math.MaxInt64}.Watch(t.Context(), nil)
