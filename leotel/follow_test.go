@@ -100,3 +100,58 @@ func TestStaleTenureEventsIgnored(t *testing.T) {
 	p.want(t, "leaderelection.fencing_token", eq(1), "term 1's once followed anew")
 	p.want(t, "leaderelection.leader", eq(1), "e once followed anew", "leader_id", "e")
 }
+
+// TestIsLeaderAcrossAcquires: is_leader is 1 while any tenure of this
+// process runs, when two Acquires of it campaign on one election: the
+// other's start and return do not take it to 0.
+func TestIsLeaderAcrossAcquires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := racedecidertest.NewMonitor(t)
+		p := newProcess(t, "a and b")
+		cfg := func(id string) leaderelection.Config {
+			return leaderelection.Config{Decider: mem, LeaderID: id, TermLength: term, MaxClockSkew: skew, OnElected: m.OnElected(id), Observer: p.obs}
+		}
+		a := racedecidertest.StartCandidate(t.Context(), cfg("a"))
+		m.Next(time.Hour)
+		b := racedecidertest.StartCandidate(t.Context(), cfg("b"))
+		time.Sleep(term)
+		synctest.Wait()
+		p.want(t, "leaderelection.is_leader", eq(1), "1 with a leading, b waiting")
+		b.Stop(t)
+		synctest.Wait()
+		p.want(t, "leaderelection.is_leader", eq(1), "1 with a leading, b returned")
+		a.Stop(t)
+		synctest.Wait()
+		p.want(t, "leaderelection.is_leader", eq(0), "0 once both returned")
+	})
+}
+
+// TestTenureGaugesGoneWhenNotFollowed: once the last Acquire or Watch of
+// the process on an election returns, what it saw there (fencing token,
+// expiry, clock offset) is no longer reported; is_leader stays, at 0.
+func TestTenureGaugesGoneWhenNotFollowed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := racedecidertest.NewMonitor(t)
+		p := newProcess(t, "a")
+		a := racedecidertest.StartCandidate(t.Context(), leaderelection.Config{
+			Decider: memory.NewDecider(), LeaderID: "a", TermLength: term, MaxClockSkew: skew, OnElected: m.OnElected("a"), Observer: p.obs})
+		m.Next(time.Hour)
+		time.Sleep(term)
+		synctest.Wait()
+		gauges := []string{"leaderelection.fencing_token", "leaderelection.term.expiry", "leaderelection.clock.offset"}
+		for _, g := range gauges {
+			if _, found := p.value(t, g); !found {
+				t.Errorf("while a leads: no %s data point", g)
+			}
+		}
+		a.Stop(t)
+		synctest.Wait()
+		for _, g := range gauges {
+			if v, found := p.value(t, g); found {
+				t.Errorf("after the Acquire returned: %s = %v, want no data point", g, v)
+			}
+		}
+		p.want(t, "leaderelection.is_leader", eq(0), "a data point at 0 after the Acquire returned")
+	})
+}

@@ -25,6 +25,12 @@
 // (*) As last reported: the leader and a Watch report each extension, a
 // waiting candidate only the tenure's start.
 //
+// fencing_token, term.expiry, leader and clock.offset describe what this
+// process sees while an Acquire or a Watch of it follows the election, and
+// are no longer reported once the last one returns: what they showed may be
+// long out of date. is_leader stays, at 0. is_leader is 1 while any tenure
+// of this process runs, however many Acquire calls it makes on the election.
+//
 // Metrics only report; the safety of an election rests on the engine (see
 // the leaderelection package).
 package leotel
@@ -59,16 +65,15 @@ type Observer struct {
 
 // state is what the gauges report for one election.
 type state struct {
-	leading     bool
+	leading     int // tenures of this process running
 	term        int64
 	expiry      time.Time
 	leader      string
 	offset      leaderelection.ClockOffset
 	offsetKnown bool
-	tenureKnown bool
-	// termCurrent: term is the newest tenure seen since the election was
+	// tenureKnown: term is the newest tenure seen since the election was
 	// last followed; events about older ones are stale.
-	termCurrent  bool
+	tenureKnown  bool
 	leadingKnown bool
 	following    int // Acquire and Watch calls running
 }
@@ -125,7 +130,7 @@ func New(mp metric.MeterProvider) (*Observer, error) {
 		for el, s := range o.state {
 			attrs := metric.WithAttributes(attribute.String("election", el))
 			if s.leadingKnown {
-				ob.ObserveInt64(isLeader, boolInt(s.leading), attrs)
+				ob.ObserveInt64(isLeader, int64(min(s.leading, 1)), attrs)
 			}
 			if s.tenureKnown {
 				ob.ObserveInt64(token, s.term, attrs)
@@ -159,12 +164,12 @@ func (o *Observer) Observe(e leaderelection.Event) {
 	switch e.Kind {
 	case leaderelection.EventElected:
 		o.transitions.Add(ctx, 1, metric.WithAttributes(el, attribute.String("reason", "elected")))
-		o.update(e.Election, func(s *state) { s.leading, s.leadingKnown = true, true; s.tenure(e) })
+		o.update(e.Election, func(s *state) { s.lead(1); s.tenure(e) })
 	case leaderelection.EventExtended, leaderelection.EventLeaderChanged:
 		o.update(e.Election, func(s *state) { s.tenure(e) })
 	case leaderelection.EventOusted:
 		o.transitions.Add(ctx, 1, metric.WithAttributes(el, attribute.String("reason", string(e.Reason))))
-		o.update(e.Election, func(s *state) { s.leading, s.leadingKnown = false, true; s.endTenure(e) })
+		o.update(e.Election, func(s *state) { s.lead(-1); s.endTenure(e) })
 	case leaderelection.EventStoreRequest:
 		o.requests.Add(ctx, 1, metric.WithAttributes(el, attribute.String("op", string(e.Op)), attribute.String("result", string(e.Result))))
 		if e.Op != leaderelection.OpWait { // a wait lasts as long as nothing changes
@@ -187,24 +192,33 @@ func (o *Observer) Observe(e leaderelection.Event) {
 	case leaderelection.EventStarted:
 		// A candidate that has not led yet reports 0 too, so that a sum
 		// over an election's candidates sees them.
-		o.update(e.Election, func(s *state) { s.leading, s.leadingKnown = false, true; s.follow(1) })
+		o.update(e.Election, func(s *state) { s.lead(0); s.follow(1) })
 	case leaderelection.EventWatchStarted:
 		o.update(e.Election, func(s *state) { s.follow(1) })
 	case leaderelection.EventStopped:
-		o.update(e.Election, func(s *state) { s.leading, s.leadingKnown = false, true; s.follow(-1) })
+		o.update(e.Election, func(s *state) { s.follow(-1) })
 	case leaderelection.EventWatchStopped:
 		o.update(e.Election, func(s *state) { s.follow(-1) })
 	}
 }
 
+// lead counts the tenures of this process beginning (+1) or ending (-1):
+// is_leader is 1 while any runs. Two Acquires of one process on one
+// election (or an Acquire restarted before the old one has returned) each
+// report their own tenures.
+func (s *state) lead(delta int) {
+	s.leading, s.leadingKnown = max(s.leading+delta, 0), true
+}
+
 // follow counts an Acquire or a Watch starting (+1) or returning (-1). A
-// process that no longer follows the election forgets its leader, who may be
-// long gone.
+// process that no longer follows the election forgets what it saw there,
+// which may be long out of date: its leader, its newest tenure and its clock
+// offset.
 func (s *state) follow(delta int) {
 	s.following = max(s.following+delta, 0)
 	if s.following == 0 {
 		// The next tenure seen is taken, whatever its Term.
-		s.leader, s.termCurrent = "", false
+		s.leader, s.tenureKnown, s.offsetKnown = "", false, false
 	}
 }
 
@@ -240,18 +254,11 @@ func (s *state) endTenure(e leaderelection.Event) {
 // newest takes the tenure e describes as the newest seen and reports true,
 // unless a newer one was (since the election was last followed).
 func (s *state) newest(e leaderelection.Event) bool {
-	if s.termCurrent && e.Term < s.term {
+	if s.tenureKnown && e.Term < s.term {
 		return false
 	}
-	s.term, s.expiry, s.tenureKnown, s.termCurrent = e.Term, e.Expiry, true, true
+	s.term, s.expiry, s.tenureKnown = e.Term, e.Expiry, true
 	return true
-}
-
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func unixSeconds(t time.Time) float64 {

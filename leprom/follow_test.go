@@ -165,3 +165,91 @@ func TestStaleTenureEventsIgnored(t *testing.T) {
 		t.Errorf("followed anew, term 1 reported: leader_info for %v, want e", ids)
 	}
 }
+
+// TestIsLeaderAcrossAcquires: is_leader is 1 while any tenure of this
+// process runs, when two Acquires of it campaign on one election: the
+// other's start and return do not take it to 0.
+func TestIsLeaderAcrossAcquires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := racedecidertest.NewMonitor(t)
+		reg := prometheus.NewPedanticRegistry()
+		obs, err := leprom.New(reg, leprom.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := func(id string) leaderelection.Config {
+			return leaderelection.Config{Decider: mem, LeaderID: id, TermLength: term, MaxClockSkew: skew, OnElected: m.OnElected(id), Observer: obs}
+		}
+		a := racedecidertest.StartCandidate(t.Context(), cfg("a"))
+		m.Next(time.Hour)
+		b := racedecidertest.StartCandidate(t.Context(), cfg("b"))
+		time.Sleep(term)
+		synctest.Wait()
+		want(t, reg, "a leading, b waiting", "is_leader", eq(1), "1")
+		b.Stop(t)
+		synctest.Wait()
+		want(t, reg, "a leading, b returned", "is_leader", eq(1), "1")
+		a.Stop(t)
+		synctest.Wait()
+		want(t, reg, "both returned", "is_leader", eq(0), "0")
+	})
+}
+
+// TestTenureGaugesGoneWhenNotFollowed: once the last Acquire or Watch of
+// the process on an election returns, what it saw there (fencing token,
+// expiry, clock offset) is no longer exported; is_leader stays, at 0.
+func TestTenureGaugesGoneWhenNotFollowed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := racedecidertest.NewMonitor(t)
+		reg := prometheus.NewPedanticRegistry()
+		obs, err := leprom.New(reg, leprom.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := racedecidertest.StartCandidate(t.Context(), leaderelection.Config{
+			Decider: memory.NewDecider(), LeaderID: "a", TermLength: term, MaxClockSkew: skew, OnElected: m.OnElected("a"), Observer: obs})
+		m.Next(time.Hour)
+		time.Sleep(term)
+		synctest.Wait()
+		gauges := []string{"fencing_token", "term_expiry_timestamp_seconds", "clock_offset_seconds"}
+		for _, g := range gauges {
+			if _, found := scrape(t, reg, g); !found {
+				t.Errorf("while a leads: no %s series", g)
+			}
+		}
+		a.Stop(t)
+		synctest.Wait()
+		for _, g := range gauges {
+			if v, found := scrape(t, reg, g); found {
+				t.Errorf("after the Acquire returned: %s = %v, want no series", g, v)
+			}
+		}
+		want(t, reg, "after the Acquire returned", "is_leader", eq(0), "a series at 0")
+	})
+}
+
+// namedDecider is a Decider whose name is not UTF-8, as a file path's may
+// be.
+type namedDecider struct{ leaderelection.RaceDecider }
+
+func (namedDecider) String() string { return "file:///srv/\xff/election" }
+
+// TestElectionNotUTF8: a store whose name is not UTF-8 is exported (as
+// the engine spells it), where Prometheus, whose labels must be UTF-8,
+// panicked on Acquire's goroutine.
+func TestElectionNotUTF8(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := racedecidertest.NewMonitor(t)
+		reg := prometheus.NewPedanticRegistry()
+		obs, err := leprom.New(reg, leprom.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := racedecidertest.StartCandidate(t.Context(), leaderelection.Config{
+			Decider: namedDecider{memory.NewDecider()}, LeaderID: "a", TermLength: term, MaxClockSkew: skew, OnElected: m.OnElected("a"), Observer: obs})
+		m.Next(time.Hour)
+		want(t, reg, "a leading", "is_leader", eq(1), "1", "election", `file:///srv/\xff/election`)
+		a.Stop(t)
+	})
+}

@@ -23,6 +23,13 @@
 // than the newest seen (a Watch behind a candidate in the same process)
 // change no gauge.
 //
+// fencing_token, term_expiry_timestamp_seconds, leader_info and
+// clock_offset_seconds describe what this process sees while an Acquire or
+// a Watch of it follows the election, and lose their series when the last
+// one returns: what they showed may be long out of date. is_leader stays,
+// at 0. is_leader is 1 while any tenure of this process runs, however many
+// Acquire calls it makes on the election.
+//
 // Metrics only report; the safety of an election rests on the engine (see
 // the leaderelection package). An alert on sum(leaderelection_is_leader) > 1
 // over an election's candidates catches a broken clock assumption only
@@ -67,8 +74,9 @@ type Observer struct {
 	// about an older one (a watcher behind a candidate in the same
 	// process) is stale, and changes no gauge.
 	terms map[string]int64
-	// following counts the Acquire and Watch calls running per election.
-	following map[string]int
+	// following counts the Acquire and Watch calls running per election,
+	// leading the tenures of this process running.
+	following, leading map[string]int
 }
 
 var _ leaderelection.Observer = (*Observer)(nil)
@@ -112,7 +120,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 		termExpiry:   gauge("term_expiry_timestamp_seconds", "When the newest tenure seen ends unless extended, as Unix seconds on its leader's clock."),
 		leaderInfo:   gauge("leader_info", "1 for the current leader's id; only the current leader has a series.", "leader_id"),
 		clockOffset: gauge("clock_offset_seconds",
-			"Bounds on the store's clock minus this host's, from the commit times of recent writes.", "bound"),
+			"Bounds on the store's clock minus this host's, from the commit times of recent writes and reads.", "bound"),
 		transitions: counter("transitions_total", "Tenures of this process begun (reason elected) and ended, by reason.", "reason"),
 		requests:    counter("store_requests_total", "Requests to the store, by operation and result.", "op", "result"),
 		watchChanges: counter("watch_changes_total",
@@ -125,6 +133,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 		leaders:   map[string]string{},
 		terms:     map[string]int64{},
 		following: map[string]int{},
+		leading:   map[string]int{},
 	}
 	all := []prometheus.Collector{o.isLeader, o.fencingToken, o.termExpiry, o.leaderInfo, o.clockOffset,
 		o.transitions, o.requests, o.watchChanges, o.clockWarnings, o.duration}
@@ -145,13 +154,13 @@ func (o *Observer) Observe(e leaderelection.Event) {
 	el := e.Election
 	switch e.Kind {
 	case leaderelection.EventElected:
-		o.isLeader.WithLabelValues(el).Set(1)
+		o.lead(el, 1)
 		o.transitions.WithLabelValues(el, "elected").Inc()
 		o.tenure(el, e)
 	case leaderelection.EventExtended:
 		o.tenure(el, e)
 	case leaderelection.EventOusted:
-		o.isLeader.WithLabelValues(el).Set(0)
+		o.lead(el, -1)
 		o.transitions.WithLabelValues(el, string(e.Reason)).Inc()
 		o.endTenure(el, e)
 	case leaderelection.EventLeaderChanged:
@@ -181,21 +190,37 @@ func (o *Observer) Observe(e leaderelection.Event) {
 	case leaderelection.EventStarted:
 		// A candidate that has not led yet has a series too, so that a
 		// sum over an election's candidates sees them.
-		o.isLeader.WithLabelValues(el).Set(0)
+		o.lead(el, 0)
 		o.follow(el, 1)
 	case leaderelection.EventWatchStarted:
 		o.follow(el, 1)
 	case leaderelection.EventStopped:
-		o.isLeader.WithLabelValues(el).Set(0)
 		o.follow(el, -1)
 	case leaderelection.EventWatchStopped:
 		o.follow(el, -1)
 	}
 }
 
+// lead counts the tenures of this process on el beginning (+1) or ending
+// (-1), and sets is_leader: 1 while any runs. Two Acquires of one process
+// on one election (or an Acquire restarted before the old one has
+// returned) each report their own tenures.
+func (o *Observer) lead(el string, delta int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := max(o.leading[el]+delta, 0)
+	if n == 0 {
+		delete(o.leading, el)
+	} else {
+		o.leading[el] = n
+	}
+	o.isLeader.WithLabelValues(el).Set(float64(min(n, 1)))
+}
+
 // follow counts an Acquire or a Watch on el starting (+1) or returning (-1).
-// A process that no longer follows the election forgets its leader, who may
-// be long gone, and its newest tenure.
+// A process that no longer follows the election forgets what it saw there,
+// which may be long out of date: its leader, its newest tenure and its clock
+// offset.
 func (o *Observer) follow(el string, delta int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -205,6 +230,9 @@ func (o *Observer) follow(el string, delta int) {
 		delete(o.following, el)
 		delete(o.terms, el) // the next tenure seen is taken, whatever its Term
 		o.setLeaderLocked(el, "")
+		o.fencingToken.DeleteLabelValues(el)
+		o.termExpiry.DeleteLabelValues(el)
+		o.clockOffset.DeletePartialMatch(prometheus.Labels{"election": el})
 	}
 }
 
