@@ -131,3 +131,38 @@ func cutOff(t *testing.T, done <-chan error, what string) {
 		t.Fatalf("%s still waits", what)
 	}
 }
+
+// spaced is a store that declares a MinWriteInterval, as GCS does, and
+// pushes changes.
+type spaced struct{ *memory.Decider }
+
+func (spaced) MinWriteInterval() time.Duration { return 1500 * time.Millisecond }
+
+// spacedPoll is one that does not push.
+type spacedPoll struct{ leaderelection.RaceDecider }
+
+func (spacedPoll) MinWriteInterval() time.Duration { return 1500 * time.Millisecond }
+
+// A Cuttable keeps what the engine looks for in the store it wraps (its
+// push channel and its write spacing) and its name.
+func TestCuttableKeepsCapabilities(t *testing.T) {
+	for _, c := range []struct {
+		d    leaderelection.RaceDecider
+		push bool
+		name string
+	}{
+		{spaced{memory.NewDecider()}, true, "memory"},
+		{spacedPoll{memory.NewDecider()}, false, "racedecidertest_test.spacedPoll"},
+	} {
+		d := racedecidertest.Cuttable(c.d).Decider
+		if _, push := d.(leaderelection.ChangeNotifier); push != c.push {
+			t.Errorf("Cuttable(%T): ChangeNotifier %v, want %v", c.d, push, c.push)
+		}
+		if ws, ok := d.(leaderelection.WriteSpacer); !ok || ws.MinWriteInterval() != 1500*time.Millisecond {
+			t.Errorf("Cuttable(%T) lost the store's MinWriteInterval", c.d)
+		}
+		if got := fmt.Sprint(d); got != c.name {
+			t.Errorf("Cuttable(%T) is named %q; want %q", c.d, got, c.name)
+		}
+	}
+}

@@ -315,23 +315,36 @@ func (l *storeLog) heldUntil(tn *Tenure) time.Time {
 // runs as it would on d itself.
 func (l *storeLog) wrap(d leaderelection.RaceDecider) leaderelection.RaceDecider {
 	lg := &loggedDecider{d: d, log: l}
-	n, push := d.(leaderelection.ChangeNotifier)
-	ws, spaced := d.(leaderelection.WriteSpacer)
-	switch {
-	case push && spaced:
-		return &struct {
-			*loggedPush
-			leaderelection.WriteSpacer
-		}{&loggedPush{lg, n}, ws}
-	case push:
-		return &loggedPush{lg, n}
-	case spaced:
-		return &struct {
-			*loggedDecider
-			leaderelection.WriteSpacer
-		}{lg, ws}
+	if n, push := d.(leaderelection.ChangeNotifier); push {
+		return keepSpacer(&loggedPush{lg, n}, d)
 	}
-	return lg
+	return keepSpacer(lg, d)
+}
+
+// wrapper is a Decider wrapping another, named after it.
+type wrapper interface {
+	leaderelection.RaceDecider
+	fmt.Stringer
+}
+
+// keepSpacer returns w, which wraps d, with d's WriteSpacer if it has one,
+// so that the engine spaces its writes on w as it would on d.
+func keepSpacer(w wrapper, d leaderelection.RaceDecider) leaderelection.RaceDecider {
+	ws, ok := d.(leaderelection.WriteSpacer)
+	if !ok {
+		return w
+	}
+	if n, push := w.(leaderelection.ChangeNotifier); push {
+		return &struct {
+			wrapper
+			leaderelection.ChangeNotifier
+			leaderelection.WriteSpacer
+		}{w, n, ws}
+	}
+	return &struct {
+		wrapper
+		leaderelection.WriteSpacer
+	}{w, ws}
 }
 
 type loggedDecider struct {
@@ -374,16 +387,16 @@ func (l *loggedPush) WaitForChange(ctx context.Context, tok entry.LeaderToken) (
 
 // Cuttable returns an Access to d whose Cut makes every call fail as an
 // unreachable store would (context.DeadlineExceeded) until it is restored.
-// It forwards change notifications when d pushes them; a cut notifier fails
-// too. A call in progress when a cut begins (a read, a write, a wait) has its
+// It forwards change notifications when d pushes them (a cut notifier fails
+// too), and d's MinWriteInterval (leaderelection.WriteSpacer). A call in progress when a cut begins (a read, a write, a wait) has its
 // context ended at once and fails, even if the cut is over before it returns
 // (a write may then have been applied: its answer was lost).
 func Cuttable(d leaderelection.RaceDecider) Access {
 	c := &cuttable{d: d, cutCh: make(chan struct{})}
 	if n, ok := d.(leaderelection.ChangeNotifier); ok {
-		return Access{Decider: &cuttablePush{c, n}, Cut: c.setCut}
+		return Access{Decider: keepSpacer(&cuttablePush{c, n}, d), Cut: c.setCut}
 	}
-	return Access{Decider: c, Cut: c.setCut}
+	return Access{Decider: keepSpacer(c, d), Cut: c.setCut}
 }
 
 type cuttable struct {
