@@ -200,10 +200,10 @@ func nilErrors(d RaceDecider, o Observer) []error {
 	if d == nil {
 		errs = append(errs, errors.New("nil Decider"))
 	} else if isNil(d) {
-		errs = append(errs, fmt.Errorf("Decider is a nil %T", d))
+		errs = append(errs, fmt.Errorf("the Decider is a nil %T", d))
 	}
 	if o != nil && isNil(o) {
-		errs = append(errs, fmt.Errorf("Observer is a nil %T", o))
+		errs = append(errs, fmt.Errorf("the Observer is a nil %T", o))
 	}
 	return errs
 }
