@@ -131,8 +131,11 @@ func (w *WatchConfig) Validate() error {
 // seen yet. A record no newer than one already reported (a stale read, as some
 // stores and file systems serve) is not reported; a record that disappears is
 // reported deleted once three reads within half a PollInterval agree. A
-// record whose term has ended by the time it is read is reported as
-// TermExpired, never as a current leader. Failed reads are retried with
+// record whose term had ended when the read that found it began is reported
+// as TermExpired, never as a current leader; one whose term ends while a
+// read or cb is under way is read again at once, since the leader may have
+// extended it meanwhile, and reported expired only if that read finds it
+// unextended. Failed reads are retried with
 // backoff and reported to OnError and Logger; they do not end the watch. A
 // store that refuses for good (ErrRefused: permission denied, a missing
 // bucket) ends it with that error; an invalid WatchConfig or a nil cb ends
@@ -183,6 +186,10 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 		// record did; until it brings a change again, the watcher polls.
 		deaf bool
 	)
+	// began: when the read (or wait) that brought rec began. A term is
+	// over only for a read begun at or after its expiry: one begun before
+	// may predate an extension, however late it (or cb) ends.
+	began := w.Clock.Now()
 	rec, err := w.read(ctx, h, r)
 	pushed, vouched := false, false // rec came from the push channel; a wait it vouched for came before rec was read
 	for err == nil {
@@ -222,6 +229,16 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 			deaf = true
 			w.report(ctx, fmt.Errorf("leaderelection: watch on %s: the push channel said the election record had not changed, but it had; polling every PollInterval until it brings a change again", storeName(w.Decider)))
 		}
+		if news && (kind == LeaderElected || kind == TermExtended) && began.Before(rec.TermExpiry) && !w.Clock.Now().Before(rec.TermExpiry) {
+			// Its term ended while the read was under way: neither a
+			// leader (the store may have served it after the expiry)
+			// nor an expiry (the leader may have extended it since).
+			// Read again.
+			began = w.Clock.Now()
+			rec, err = w.read(ctx, h, r)
+			pushed, vouched = false, false
+			continue
+		}
 		if news {
 			c := Change{Kind: kind, Entry: *rec.Clone()}
 			if kind == RecordDeleted {
@@ -231,22 +248,24 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 			if exists(rec) {
 				top = rec
 			}
-			if (kind == LeaderElected || kind == TermExtended) && !w.Clock.Now().Before(rec.TermExpiry) {
-				// Its term was over when read: the news is an expiry,
-				// not a leader.
+			if (kind == LeaderElected || kind == TermExtended) && !began.Before(rec.TermExpiry) {
+				// Its term was over when the read began: the news is
+				// an expiry, not a leader.
 				c.Kind, expired = TermExpired, true
 			}
 			cb(ctx, c)
 		}
 		// live: a term whose expiry has yet to be reported.
 		live := exists(last) && !last.Released && !expired
-		if live && !w.Clock.Now().Before(last.TermExpiry) && sameRecord(last, rec) {
+		// (A term that ended since the read began is read again at once:
+		// next waits no later than its expiry.)
+		if live && !began.Before(last.TermExpiry) && sameRecord(last, rec) {
 			expired = true
 			cb(ctx, Change{Kind: TermExpired, Entry: *last.Clone()})
 			pushed = false // the news was the expiry
 			continue
 		}
-		rec, pushed, vouched, err = w.next(ctx, wt, h, r, grid, last, live, stale, deaf)
+		rec, began, pushed, vouched, err = w.next(ctx, wt, h, r, grid, last, live, stale, deaf)
 	}
 	return err
 }
@@ -274,12 +293,13 @@ func (w *WatchConfig) confirmAbsence(ctx context.Context, h *hook, r *rng, absen
 }
 
 // next waits for the next moment worth a look and returns the record then,
+// when the read (or the wait on the push channel) that brought it began,
 // whether the push channel brought it, and whether it vouched that nothing
 // changed before the record was read. stale: the last record the channel
 // brought was not news, so that waiting on it again might bring it back at
 // once, in a loop: this once, poll. deaf: the channel missed a change; wait on
 // it no more than a PollInterval.
-func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, grid *pollGrid, rec *entry.RaceEntry, live, stale, deaf bool) (next *entry.RaceEntry, pushed, vouched bool, err error) {
+func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, grid *pollGrid, rec *entry.RaceEntry, live, stale, deaf bool) (next *entry.RaceEntry, began time.Time, pushed, vouched bool, err error) {
 	if rec == nil {
 		rec = &entry.RaceEntry{ElectionNumber: entry.NoElections}
 	}
@@ -310,20 +330,22 @@ func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, gri
 	}
 	if stale {
 		if !w.Clock.SleepUntil(ctx, until) {
-			return nil, false, false, ctx.Err()
+			return nil, time.Time{}, false, false, ctx.Err()
 		}
 	} else {
 		got, quiet, err := wt.wait(ctx, rec.Token, until)
 		switch {
 		case err != nil:
-			return nil, false, false, err
+			return nil, time.Time{}, false, false, err
 		case got != nil:
-			return got, true, false, nil
+			// Current at some moment since the wait began.
+			return got, now, true, false, nil
 		}
 		vouched = quiet
 	}
+	began = w.Clock.Now()
 	rec, err = w.read(ctx, h, r)
-	return rec, false, vouched, err
+	return rec, began, false, vouched, err
 }
 
 // watchReadTimeout bounds one read by a watcher: long enough for a slow

@@ -454,3 +454,116 @@ func TestWatchRetryWaitsHoweverShortItsPoll(t *testing.T) {
 		}
 	})
 }
+
+// writeTerm writes the record that follows mem's current one: leader id's
+// term (a new one if newTerm), ending at expiry.
+func writeTerm(t *testing.T, mem *memory.Decider, id string, newTerm bool, expiry time.Time) {
+	t.Helper()
+	cur, err := mem.ReadCurrent(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &entry.RaceEntry{ElectionNumber: cur.ElectionNumber + 1, Term: cur.Term, LeaderID: id, TermExpiry: expiry,
+		WriteID: fmt.Sprintf("w%d", cur.ElectionNumber+1), Token: cur.Token}
+	if newTerm {
+		e.Term = e.ElectionNumber
+	}
+	if _, err := mem.WriteEntry(t.Context(), e); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// slowFirstRead answers its first read with the record as it was when the
+// read began, but only after slow: a read that straddles what happens then.
+type slowFirstRead struct {
+	*faultyDecider
+	slow time.Duration
+	done atomic.Bool
+}
+
+func (s *slowFirstRead) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	rec, err := s.faultyDecider.ReadCurrent(ctx)
+	if !s.done.Swap(true) {
+		time.Sleep(s.slow)
+	}
+	return rec, err
+}
+
+// TestWatchSlowCallbackDoesNotFakeAnExpiry: a record read before its term's
+// expiry says nothing of an extension written after the read, however late
+// the watcher looks at it. A callback that ran past the expiry, or a read
+// that did, made the watcher report the live leader's term expired, and then
+// extended; now it reads again first.
+func TestWatchSlowCallbackDoesNotFakeAnExpiry(t *testing.T) {
+	for _, push := range []bool{true, false} {
+		t.Run(fmt.Sprintf("callback/push=%v", push), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memory.NewDecider()
+				writeTerm(t, mem, "a", true, time.Now().Add(10*time.Second))
+				var d leaderelection.RaceDecider = &faultyDecider{RaceDecider: mem}
+				if push {
+					d = pushingFaultyDecider{d.(*faultyDecider)}
+				}
+				var calls atomic.Int32
+				w := &watchLog{}
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error, 1)
+				go func() {
+					done <- leaderelection.WatchConfig{Decider: d, MaxClockSkew: skew}.Watch(ctx, func(_ context.Context, c leaderelection.Change) {
+						w.mu.Lock()
+						w.events = append(w.events, fmt.Sprintf("%v %s", c.Kind, c.Entry.LeaderID))
+						w.mu.Unlock()
+						if calls.Add(1) == 1 {
+							time.Sleep(15 * time.Second) // past the expiry
+						}
+					})
+				}()
+				time.Sleep(5 * time.Second)
+				writeTerm(t, mem, "a", false, time.Now().Add(20*time.Second)) // while the callback runs
+				time.Sleep(15 * time.Second)
+				synctest.Wait()
+				if got, want := w.String(), "elected a; extended a"; got != want {
+					t.Errorf("watcher reported\n  %s\nwant\n  %s", got, want)
+				}
+				time.Sleep(10 * time.Second) // the extension runs out
+				synctest.Wait()
+				if got, want := w.String(), "elected a; extended a; expired a"; got != want {
+					t.Errorf("after the extension ran out the watcher reported\n  %s\nwant\n  %s", got, want)
+				}
+				cancel()
+				<-done
+			})
+		})
+		t.Run(fmt.Sprintf("read/push=%v", push), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memory.NewDecider()
+				writeTerm(t, mem, "a", true, time.Now().Add(time.Second))
+				s := &slowFirstRead{faultyDecider: &faultyDecider{RaceDecider: mem}, slow: 2 * time.Second}
+				var d leaderelection.RaceDecider = s
+				if push {
+					d = struct {
+						*slowFirstRead
+						leaderelection.ChangeNotifier
+					}{s, mem}
+				}
+				w, stop := startWatch(t, leaderelection.WatchConfig{Decider: d, MaxClockSkew: skew})
+				time.Sleep(time.Second / 2)
+				writeTerm(t, mem, "a", false, time.Now().Add(10*time.Second)) // while the first read is out
+				time.Sleep(5 * time.Second)
+				synctest.Wait()
+				// The first read ended after the term it found: its
+				// record is neither reported current nor expired, and
+				// the next read's is the first report.
+				if got, want := w.String(), "elected a 0"; got != want {
+					t.Errorf("watcher reported\n  %s\nwant\n  %s", got, want)
+				}
+				time.Sleep(5 * time.Second) // the extension runs out
+				synctest.Wait()
+				if got, want := w.String(), "elected a 0; expired a 0"; got != want {
+					t.Errorf("after the extension ran out the watcher reported\n  %s\nwant\n  %s", got, want)
+				}
+				stop()
+			})
+		})
+	}
+}
