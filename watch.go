@@ -28,8 +28,9 @@ type WatchConfig struct {
 	MaxClockSkew time.Duration
 
 	// PollInterval bounds how long the watcher goes without reading when
-	// the Decider cannot push changes: the longest a release, extension or
-	// new leader can go unnoticed (while the store answers: a read is
+	// the Decider cannot push changes, or its push channel cannot vouch
+	// that nothing changed (see Watch): the longest a release, extension
+	// or new leader can go unnoticed (while the store answers: a read is
 	// abandoned after 10 s without an answer, and failed reads are retried
 	// with backoff up to PollInterval or those 10 s, whichever is shorter).
 	// Zero means DefaultWatchPollInterval; at most 24 hours.
@@ -122,11 +123,14 @@ func (w *WatchConfig) Validate() error {
 //
 // With a Decider that pushes changes, Watch reads at start, on a push, and,
 // while no term is live, every 8 x PollInterval in case the channel went
-// silent; while the channel fails, and after a read finds a change the channel
-// said had not happened (a deaf channel) until it brings one again, it polls
-// at PollInterval. Otherwise it polls
-// at most PollInterval apart (up to a sixteenth sooner, on a schedule of its
-// own, so that watchers started together do not read in step), and
+// silent. It waits at most PollInterval between reads (polls) whenever the
+// channel cannot vouch that it would have woken it: while the channel fails;
+// from the start, and after any wait that ended without the channel vouching
+// that nothing changed (see ChangeNotifier: a channel not up yet, say), until
+// a wait ends vouched for; and after a read finds a change the channel said
+// had not happened (a deaf channel), until it brings one again. Without push
+// it polls at most PollInterval apart (up to a sixteenth sooner, on a schedule
+// of its own, so that watchers started together do not read in step), and
 // also right at TermExpiry, to tell an expiry from an extension it has not
 // seen yet. A record no newer than one already reported (a stale read, as some
 // stores and file systems serve) is not reported; a record that disappears is
@@ -185,6 +189,10 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 		// deaf: the push channel vouched that nothing changed while the
 		// record did; until it brings a change again, the watcher polls.
 		deaf bool
+		// sure: the push channel vouched for its last wait that ran its
+		// course. Until it does (a channel not up yet, say), a change
+		// could go unseen for a whole wait: the watcher polls.
+		sure bool
 	)
 	// began: when the read (or wait) that brought rec began. A term is
 	// over only for a read begun at or after its expiry: one begun before
@@ -265,7 +273,10 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 			pushed = false // the news was the expiry
 			continue
 		}
-		rec, began, pushed, vouched, err = w.next(ctx, wt, h, r, grid, last, live, stale, deaf)
+		rec, began, pushed, vouched, err = w.next(ctx, wt, h, r, grid, last, live, stale, deaf || !sure)
+		if !pushed {
+			sure = vouched
+		}
 	}
 	return err
 }
@@ -297,9 +308,9 @@ func (w *WatchConfig) confirmAbsence(ctx context.Context, h *hook, r *rng, absen
 // whether the push channel brought it, and whether it vouched that nothing
 // changed before the record was read. stale: the last record the channel
 // brought was not news, so that waiting on it again might bring it back at
-// once, in a loop: this once, poll. deaf: the channel missed a change; wait on
-// it no more than a PollInterval.
-func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, grid *pollGrid, rec *entry.RaceEntry, live, stale, deaf bool) (next *entry.RaceEntry, began time.Time, pushed, vouched bool, err error) {
+// once, in a loop: this once, poll. poll: the channel missed a change, or did
+// not vouch for its last wait; wait on it no more than a PollInterval.
+func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, grid *pollGrid, rec *entry.RaceEntry, live, stale, poll bool) (next *entry.RaceEntry, began time.Time, pushed, vouched bool, err error) {
 	if rec == nil {
 		rec = &entry.RaceEntry{ElectionNumber: entry.NoElections}
 	}
@@ -325,7 +336,7 @@ func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, gri
 	// notifications, a connection dead but not yet found so) failed to
 	// bring, and reporting an expiry is reporting the leader gone. It costs
 	// a read per term that ends unextended; otherwise the push comes first.
-	if stale || deaf {
+	if stale || poll {
 		until = minTime(until, now.Add(w.PollInterval))
 	}
 	if stale {

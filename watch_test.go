@@ -567,3 +567,48 @@ func TestWatchSlowCallbackDoesNotFakeAnExpiry(t *testing.T) {
 		})
 	}
 }
+
+// unsurePush delivers no change, and ends every wait with an error that does
+// not wrap its context's: it vouches for nothing (a listener that is not up
+// yet, or never gets there), so the watcher must read.
+type unsurePush struct{ *faultyDecider }
+
+func (unsurePush) WaitForChange(ctx context.Context, _ entry.LeaderToken) (*entry.RaceEntry, error) {
+	<-ctx.Done()
+	return nil, fmt.Errorf("not listening yet (%v)", ctx.Err())
+}
+
+// TestWatchUnsureChannelPolls: a push channel whose waits end vouching for
+// nothing is no channel at all: the watcher sees each change within about a
+// PollInterval, as if polling. It used to wait on it up to 8 PollIntervals
+// (or the whole term) between reads. A channel whose waits vouch is still
+// read only every 8 PollIntervals.
+func TestWatchUnsureChannelPolls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		writeTerm(t, mem, "a", true, time.Now().Add(time.Hour))
+		w, stop := startWatch(t, leaderelection.WatchConfig{Decider: unsurePush{&faultyDecider{RaceDecider: mem}}, MaxClockSkew: skew})
+		defer stop()
+		for i, id := range []string{"b", "c", "d"} {
+			time.Sleep(3*time.Second + time.Duration(i)*7*time.Second)
+			writeTerm(t, mem, id, true, time.Now().Add(time.Hour))
+			time.Sleep(1100 * time.Millisecond) // a PollInterval and a little
+			synctest.Wait()
+			if got := w.String(); !strings.HasSuffix(got, "elected "+id+" "+fmt.Sprint(i+1)) {
+				t.Errorf("a PollInterval after %s's election the watcher reported %q", id, got)
+			}
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		writeTerm(t, mem, "a", true, time.Now().Add(time.Hour))
+		f := &faultyDecider{RaceDecider: mem}
+		_, stop := startWatch(t, leaderelection.WatchConfig{Decider: deafPush{f}, MaxClockSkew: skew})
+		defer stop()
+		time.Sleep(80 * time.Second)
+		synctest.Wait()
+		if n := f.reads.Load(); n > 80/8+3 {
+			t.Errorf("%d reads in 80 PollIntervals on a channel that vouches for its waits; want about one per 8", n)
+		}
+	})
+}

@@ -451,7 +451,10 @@ func TestResolverPushedChangeClearsTheCause(t *testing.T) {
 		synctest.Wait()
 		f.fail.Store(true)
 		r.ResolveNow(resolver.ResolveNowOptions{}) // a read of the resolver's own, which fails
-		time.Sleep(time.Second)
+		// Less than a PollInterval: the watcher's first wait on the
+		// channel, which has yet to vouch for one, ends at 1 s with a
+		// read, which must find the store answering again.
+		time.Sleep(time.Second / 2)
 		f.fail.Store(false)
 		put(t, f, "a", false, time.Now(), func(e *entry.RaceEntry) { e.Released = true })
 		synctest.Wait()
