@@ -117,7 +117,7 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts res
 		store:         store,
 		poll:          poll,
 		noConfig:      opts.DisableServiceConfig,
-		readTimeout:   max(poll, time.Second),
+		readTimeout:   min(max(poll, time.Second), maxReadTimeout),
 		resolveSpacer: poll / 4,
 		poke:          make(chan struct{}, 1),
 		configs:       map[string]*serviceconfig.ParseResult{},
@@ -159,8 +159,9 @@ type electionResolver struct {
 	poll     time.Duration
 	noConfig bool // the client disabled service configs from resolvers
 
-	// readTimeout bounds one read made for ResolveNow; resolveSpacer is the
-	// least time between two of them.
+	// readTimeout bounds one read of the resolver's own (at start, for
+	// ResolveNow, after a refusal); resolveSpacer is the least time
+	// between two made for ResolveNow.
 	readTimeout, resolveSpacer time.Duration
 	// poke asks the refresh goroutine for a read (buffered: a request made
 	// while one is pending is merged with it).
@@ -547,6 +548,12 @@ func (r *electionResolver) takeLocked(rec *entry.RaceEntry, expired bool) {
 		})
 	})
 }
+
+// maxReadTimeout caps the resolver's own reads (as watchers cap theirs),
+// however long the PollInterval: a read that hangs (a connection
+// black-holed) must be abandoned and retried, not leave the client with
+// what it knew before for a whole PollInterval.
+const maxReadTimeout = 10 * time.Second
 
 // enderRead bounds the read made at a term's expiry, for which routing
 // outlives the term.

@@ -611,3 +611,39 @@ func TestResolverLearnsTheStoreIsBackFromTheWatcher(t *testing.T) {
 		}
 	})
 }
+
+// hangingReads is a store whose reads hang until their context ends while
+// hang is set, as over a connection that stopped answering.
+type hangingReads struct {
+	*memory.Decider
+	hang atomic.Bool
+}
+
+func (h *hangingReads) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	if h.hang.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.Decider.ReadCurrent(ctx)
+}
+
+// TestResolverHungReadIsAbandoned: a read of the resolver's own that gets no
+// answer is abandoned after 10 s however long the PollInterval, so that
+// once the store answers again clients learn what it holds. It was given the
+// whole PollInterval (an hour here), during which gRPC kept the error of the
+// watcher's timed-out read.
+func TestResolverHungReadIsAbandoned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &hangingReads{Decider: memory.NewDecider()}
+		store.hang.Store(true)
+		rec, r := build(t, leaderelection.WatchConfig{Decider: store, MaxClockSkew: time.Second, PollInterval: time.Hour})
+		defer r.Close()
+		time.Sleep(time.Second)
+		store.hang.Store(false) // answering again, from 1 s on
+		time.Sleep(14 * time.Second)
+		synctest.Wait()
+		if _, _, err := rec.last(); !errors.Is(err, legrpc.ErrNoLeader) || !strings.Contains(err.Error(), "nobody has been elected") {
+			t.Fatalf("15 s after the start, with the store answering from 1 s, gRPC was told %v; want ErrNoLeader: nobody elected", err)
+		}
+	})
+}
