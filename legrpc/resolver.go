@@ -32,8 +32,9 @@ var ErrNoLeader = errors.New("legrpc: the election has no leader")
 
 // Builder is a resolver.Builder for targets "leaderelection:///<name>". The
 // resolver it builds follows an election with leaderelection.WatchConfig.Watch
-// and hands gRPC the current leader's HostPort addresses, with the service
-// config the leader publishes in ConnectionParams.
+// and hands gRPC the current leader's HostPort addresses (empty ones left
+// out: a leader with none is no leader to route to), with the service config
+// the leader publishes in ConnectionParams.
 //
 // Give it to one client with grpc.WithResolvers, or to every client of the
 // process with resolver.Register:
@@ -620,6 +621,8 @@ const noLeader = "\x00no leader: "
 // updateLocked hands gRPC the state r.rec stands for, unless it already has it.
 func (r *electionResolver) updateLocked() {
 	rec := r.rec
+	// An empty entry is no way to the leader: gRPC would dial "".
+	hostPorts := slices.DeleteFunc(slices.Clone(rec.HostPort), func(hp string) bool { return hp == "" })
 	var why string
 	switch {
 	case rec.ElectionNumber == entry.NoElections && r.deleted:
@@ -630,7 +633,7 @@ func (r *electionResolver) updateLocked() {
 		why = fmt.Sprintf("%s released term %d", rec.LeaderID, rec.Term)
 	case r.expired:
 		why = fmt.Sprintf("term %d of %s expired at %s", rec.Term, rec.LeaderID, rec.TermExpiry.Format(time.RFC3339Nano))
-	case len(rec.HostPort) == 0:
+	case len(hostPorts) == 0:
 		why = fmt.Sprintf("leader %s (term %d) publishes no address", rec.LeaderID, rec.Term)
 	}
 	if why != "" {
@@ -667,16 +670,16 @@ func (r *electionResolver) updateLocked() {
 	}
 
 	sc := r.serviceConfigLocked(rec)
-	key := strings.Join(rec.HostPort, ",") + "\x00" + string(rec.ConnectionParams)
+	key := strings.Join(hostPorts, ",") + "\x00" + string(rec.ConnectionParams)
 	if r.pushed == key {
 		return
 	}
 	r.pushed = key
-	addrs := make([]resolver.Address, len(rec.HostPort))
-	for i, hp := range rec.HostPort {
+	addrs := make([]resolver.Address, len(hostPorts))
+	for i, hp := range hostPorts {
 		addrs[i] = resolver.Address{Addr: hp}
 	}
-	r.log.Debug("routing to the leader", "leader_id", rec.LeaderID, "term", rec.Term, "addresses", rec.HostPort)
+	r.log.Debug("routing to the leader", "leader_id", rec.LeaderID, "term", rec.Term, "addresses", hostPorts)
 	// One endpoint: the addresses are all ways to the one leader.
 	err := r.cc.UpdateState(resolver.State{
 		Addresses:     addrs,
@@ -684,7 +687,7 @@ func (r *electionResolver) updateLocked() {
 		ServiceConfig: sc,
 	})
 	if err != nil {
-		r.log.Warn("gRPC rejected the leader's addresses", "leader_id", rec.LeaderID, "addresses", rec.HostPort, "err", err)
+		r.log.Warn("gRPC rejected the leader's addresses", "leader_id", rec.LeaderID, "addresses", hostPorts, "err", err)
 	}
 }
 

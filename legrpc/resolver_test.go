@@ -647,3 +647,27 @@ func TestResolverHungReadIsAbandoned(t *testing.T) {
 		}
 	})
 }
+
+// TestResolverEmptyAddressIsNoAddress: an empty HostPort entry is no way to
+// the leader. It used to be handed to gRPC as the address "", and a record
+// whose only address was empty as a leader to route to.
+func TestResolverEmptyAddressIsNoAddress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		put(t, mem, "a", true, time.Now().Add(time.Hour), func(e *entry.RaceEntry) { e.HostPort = []string{"", "a:443", ""} })
+		rec, r := build(t, leaderelection.WatchConfig{Decider: mem, MaxClockSkew: time.Second})
+		defer r.Close()
+		synctest.Wait()
+		s, _, _ := rec.last()
+		if got := rec.addrs(); len(got) != 1 || got[0] != "a:443" || len(s.Endpoints) != 1 || len(s.Endpoints[0].Addresses) != 1 {
+			t.Fatalf("resolved %q (state %+v); want a:443 alone", got, s)
+		}
+
+		put(t, mem, "b", true, time.Now().Add(time.Hour), func(e *entry.RaceEntry) { e.HostPort = []string{""} })
+		synctest.Wait()
+		s, _, err := rec.last()
+		if len(s.Addresses) != 0 || !errors.Is(err, legrpc.ErrNoLeader) || !strings.Contains(err.Error(), "publishes no address") {
+			t.Fatalf("leader with only an empty address: last state %+v, error %v; want no address and ErrNoLeader", s, err)
+		}
+	})
+}
