@@ -135,12 +135,14 @@ func NewDecider(path string) (*Decider, error) {
 	if path == "" {
 		return nil, errors.New("file: NewDecider: empty path")
 	}
-	abs, err := filepath.Abs(path)
+	if os.IsPathSeparator(path[len(path)-1]) {
+		// The OS takes "rec/" for a directory; cleaning it to "rec" would
+		// open a record the OS would not.
+		return nil, fmt.Errorf("file: NewDecider(%q): the path ends in a slash: it names a directory, not a file", path)
+	}
+	abs, err := absolute(path)
 	if err != nil {
 		return nil, fmt.Errorf("file: NewDecider(%q): %w", path, err)
-	}
-	if _, base := filepath.Split(abs); base == "" {
-		return nil, fmt.Errorf("file: NewDecider(%q): the path names a directory, not a file", path)
 	}
 	target, err := resolve(abs)
 	if err != nil {
@@ -164,6 +166,21 @@ func NewDecider(path string) (*Decider, error) {
 		tmpPath:  target + tmpExt,
 		dir:      filepath.Dir(target),
 	}, nil
+}
+
+// absolute returns path made absolute against the working directory, but
+// not cleaned as filepath.Abs would: cleaning takes "link/../rec" for "rec",
+// where the OS follows link first and ".." climbs out of its target.
+// resolve walks the components in order, as the OS does.
+func absolute(path string) (string, error) {
+	if filepath.IsAbs(path) {
+		return path, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return wd + string(filepath.Separator) + path, nil
 }
 
 // Path returns the absolute path of the record file, with every symbolic

@@ -131,7 +131,7 @@ func TestNewDecider(t *testing.T) {
 		{filepath.Join(dir, "missing", "record"), "no such file or directory"},
 		{filepath.Join(notDir, "record"), "not a directory"},
 		{dir, "is a directory"},
-		{dir + "/", "is a directory"},
+		{dir + "/", "names a directory"},
 		{"/", "names a directory"},
 	} {
 		_, err := file.NewDecider(tc.path)

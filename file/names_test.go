@@ -321,3 +321,62 @@ func TestSidecarNamesRefused(t *testing.T) {
 		t.Errorf("a link named alias.lock to the record leader: %v", err)
 	}
 }
+
+// TestDotDotAfterALinkFollowsTheLink: a ".." after a symlink climbs out of
+// the link's target, as the OS resolves it, not out of the directory that
+// holds the link: NewDecider opens the record the OS would, however the path
+// is spelt. A path ending in a slash names a directory and is refused.
+func TestDotDotAfterALinkFollowsTheLink(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "a", "b"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	symlink(t, filepath.Join("a", "b"), filepath.Join(root, "link"))
+	want := filepath.Join(root, "a", "rec") // what the OS opens
+	lexical := filepath.Join(root, "rec")   // what cleaning the path first opens
+
+	check := func(name string) {
+		t.Helper()
+		d, err := file.NewDecider(name)
+		if err != nil {
+			t.Errorf("NewDecider(%q): %v", name, err)
+			return
+		}
+		if d.Path() != want {
+			t.Errorf("NewDecider(%q).Path() = %s, want %s, the file the OS opens", name, d.Path(), want)
+		}
+		if err := os.WriteFile(want, []byte("x"), 0o666); err != nil {
+			t.Fatal(err)
+		}
+		// The OS agrees.
+		if got, err := os.ReadFile(name); err != nil || string(got) != "x" {
+			t.Fatalf("the OS opens another file for %q: %q, %v", name, got, err)
+		}
+		if err := os.Remove(want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(root + "/link/../rec")
+	t.Chdir(root)
+	check("link/../rec")
+	// A working directory reached through the link: "../" climbs out of
+	// the link's target.
+	t.Chdir(filepath.Join(root, "link"))
+	check("../rec")
+	if _, err := os.Lstat(lexical); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s: %v; nothing should have made it", lexical, err)
+	}
+
+	if err := os.WriteFile(want, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{want + "/", filepath.Join(root, "new") + "/", root + "/link/../rec/"} {
+		_, err := file.NewDecider(n)
+		if err == nil || !strings.Contains(err.Error(), n) || !strings.Contains(err.Error(), "names a directory") {
+			t.Errorf("NewDecider(%q) = %v; want an error naming the path saying it names a directory", n, err)
+		}
+	}
+}
