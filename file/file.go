@@ -222,6 +222,12 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 // from the same open file, so the two always belong together. It refuses a
 // file with several hard links (see checkLinks).
 func readRecord(path string) ([]byte, time.Time, error) {
+	// Nothing but a regular file (or a directory, refused below) is
+	// opened: opening a socket fails (ENXIO), and opening a device may act
+	// on it. The check after opening covers a file swapped meanwhile.
+	if fi, err := os.Stat(path); err == nil && !fi.IsDir() && !fi.Mode().IsRegular() {
+		return nil, time.Time{}, notRegular(path, fi)
+	}
 	// Without blocking: opening a FIFO no one writes would hang, whatever
 	// the context says.
 	f, err := os.OpenFile(path, os.O_RDONLY|openNonblock, 0)
@@ -237,7 +243,7 @@ func readRecord(path string) ([]byte, time.Time, error) {
 		return nil, time.Time{}, &fs.PathError{Op: "read", Path: path, Err: syscall.EISDIR}
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, time.Time{}, fmt.Errorf("%w: %s is a %v, not a regular file", entry.ErrCorruptRecord, path, fi.Mode().Type())
+		return nil, time.Time{}, notRegular(path, fi)
 	}
 	if err := checkLinks(path, fi); err != nil {
 		return nil, time.Time{}, err
@@ -251,6 +257,12 @@ func readRecord(path string) ([]byte, time.Time, error) {
 			entry.ErrCorruptRecord, path, maxRecordSize)
 	}
 	return data, fi.ModTime(), nil
+}
+
+// notRegular is the error for a file that is no regular file (a FIFO, a
+// socket, a device): no election record.
+func notRegular(path string, fi fs.FileInfo) error {
+	return fmt.Errorf("%w: %s is a %v, not a regular file", entry.ErrCorruptRecord, path, fi.Mode().Type())
 }
 
 // version is the token of a record with content data.
@@ -289,8 +301,9 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		cur = version(data)
 	case errors.Is(err, fs.ErrNotExist):
 	case errors.Is(err, entry.ErrCorruptRecord):
-		// Too large to be a record: no token can match it.
-		cur = "oversized"
+		// Too large to be a record, or not a regular file: no token can
+		// match it.
+		cur = "foreign"
 	default:
 		return entry.LeaderToken{}, fmt.Errorf("file: write: reading the current record: %w", classify(err))
 	}

@@ -5,6 +5,8 @@ package file_test
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,6 +101,28 @@ func TestFIFOIsCorrupt(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		// Only a hang gets here: the calls answer at once.
 		t.Fatal("ReadCurrent or WriteEntry still blocked on a FIFO after 10s")
+	}
+}
+
+// TestSocketIsCorrupt: a Unix socket at the record's path is an error
+// naming it that wraps ErrCorruptRecord, as a FIFO is, and a write over it
+// loses without replacing it.
+func TestSocketIsCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "record")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Skipf("no Unix socket here: %v", err)
+	}
+	defer l.Close()
+	d := newDecider(t, path)
+	if _, err := d.ReadCurrent(t.Context()); !errors.Is(err, entry.ErrCorruptRecord) || !strings.Contains(err.Error(), path) {
+		t.Errorf("ReadCurrent of a socket: %v; want an error naming %s wrapping ErrCorruptRecord", err, path)
+	}
+	if _, err := d.WriteEntry(t.Context(), record(0, "w-0", entry.LeaderToken{})); !errors.Is(err, entry.ErrRaceLost) {
+		t.Errorf("create over a socket: %v, want ErrRaceLost", err)
+	}
+	if fi, err := os.Lstat(path); err != nil || fi.Mode().Type() != fs.ModeSocket {
+		t.Errorf("the socket after a write: %v, %v; want it left alone", fi, err)
 	}
 }
 
