@@ -45,9 +45,9 @@
 // record. A record with more than one hard link is refused too: a rename
 // replaces one name only, so the first write would split it in two. To give
 // a record several names, use symbolic links. A record whose name ends in
-// .lock or .tmp is refused by NewDecider: it could be another record's lock
-// or temporary file, and a record renamed over another's lock file would
-// let two of its writers in at once.
+// .lock or .tmp, in any case, is refused by NewDecider: it could be another
+// record's lock or temporary file, and a record renamed over another's lock
+// file would let two of its writers in at once.
 //
 // # Errors
 //
@@ -95,6 +95,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -153,9 +154,10 @@ func NewDecider(path string) (*Decider, error) {
 			return nil, fmt.Errorf("file: NewDecider(%q): %w", path, err)
 		}
 	}
-	if ext := filepath.Ext(target); ext == lockExt || ext == tmpExt {
+	if ext := filepath.Ext(target); strings.EqualFold(ext, lockExt) || strings.EqualFold(ext, tmpExt) {
 		// It could be another record's lock or temporary file: a record
-		// renamed over a lock file would let two writers in at once.
+		// renamed over a lock file would let two writers in at once. In
+		// any case: on a case-insensitive filesystem x.LOCK is x.lock.
 		return nil, fmt.Errorf("file: NewDecider(%q): %s: a record's name must not end in %s or %s, which name the lock and temporary files beside a record: %w",
 			path, target, lockExt, tmpExt, entry.ErrRefused)
 	}

@@ -380,3 +380,17 @@ func TestDotDotAfterALinkFollowsTheLink(t *testing.T) {
 		}
 	}
 }
+
+// TestSidecarNamesRefusedInAnyCase: the sidecar names are refused whatever
+// their case. On a case-insensitive filesystem (macOS, Windows by default)
+// leader.LOCK is the file leader.lock, the lock file of the record leader.
+func TestSidecarNamesRefusedInAnyCase(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"leader.LOCK", "leader.Lock", "leader.TMP", "leader.tMp"} {
+		p := filepath.Join(dir, n)
+		_, err := file.NewDecider(p)
+		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "must not end in") {
+			t.Errorf("NewDecider(%q) = %v; want a refusal naming the path and saying why", p, err)
+		}
+	}
+}
