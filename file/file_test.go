@@ -220,6 +220,38 @@ func TestLockWaitRespectsContext(t *testing.T) {
 	}
 }
 
+// TestSymlinkedLockFileRefused: a symlink at the lock file's path is not
+// followed: a write is refused, naming the lock file, and neither the link's
+// target (dangling or not) nor the record is written. Followed, it could
+// lead to another record's lock file, or make a writer create or lock any
+// file its user may write.
+func TestSymlinkedLockFileRefused(t *testing.T) {
+	for _, existing := range []bool{false, true} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "record")
+		target := filepath.Join(dir, "target")
+		if existing {
+			if err := os.WriteFile(target, []byte("keep"), 0o666); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Symlink(target, path+".lock"); err != nil {
+			t.Fatal(err)
+		}
+		d := newDecider(t, path)
+		_, err := d.WriteEntry(t.Context(), record(0, "w-0", entry.LeaderToken{}))
+		if !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), path+".lock") || !strings.Contains(err.Error(), "symbolic link") {
+			t.Errorf("write with a symlink (existing target: %v) as its lock file: %v; want a refusal naming %s.lock saying it is a symbolic link", existing, err, path)
+		}
+		if got, err := os.ReadFile(target); existing && (err != nil || string(got) != "keep") || !existing && !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the link's target (existing: %v) after the write: %q, %v; want it untouched", existing, got, err)
+		}
+		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the record after a refused write: %v; want none", err)
+		}
+	}
+}
+
 // TestLeftoversOfACrashedWriter: a temporary file left by a writer that died,
 // and a lock file deleted while held, do not break later writes.
 func TestLeftoversOfACrashedWriter(t *testing.T) {

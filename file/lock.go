@@ -2,12 +2,16 @@ package file
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
 
 	clocks "github.com/vimeo/go-clocks"
+
+	"github.com/racedecider/leaderelection/entry"
 )
 
 // Lock polling: the first retry comes after about minLockWait, and the wait
@@ -88,10 +92,20 @@ func (d *Decider) lock(ctx context.Context) (unlock func(), err error) {
 // The file is opened for writing, although nothing is written to it: on NFS,
 // Linux emulates flock with POSIX byte-range locks, and an exclusive one
 // needs a descriptor open for writing (flock fails with EBADF otherwise).
+//
+// A symlink at path is refused, never followed: it could lead to another
+// record's lock file, or have a writer create and lock any file. Opening
+// with O_NOFOLLOW refuses it where the platform has the flag; the Lstat once
+// locked catches it where open followed it anyway, or it was planted since.
 func lockFile(ctx context.Context, path string, w *lockWaiter) (*os.File, error) {
 	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|openNoFollow, 0o666)
 		if err != nil {
+			// O_NOFOLLOW's error differs between platforms (ELOOP,
+			// EMLINK, EFTYPE): say what it means.
+			if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+				return nil, symlinkedLock(path)
+			}
 			return nil, err
 		}
 		for {
@@ -113,9 +127,19 @@ func lockFile(ctx context.Context, path string, w *lockWaiter) (*os.File, error)
 			f.Close()
 			return nil, err
 		}
-		if now, err := os.Stat(path); err == nil && os.SameFile(held, now) {
+		now, err := os.Lstat(path)
+		if err == nil && now.Mode()&fs.ModeSymlink != 0 {
+			f.Close()
+			return nil, symlinkedLock(path)
+		}
+		if err == nil && os.SameFile(held, now) {
 			return f, nil
 		}
 		f.Close()
 	}
+}
+
+func symlinkedLock(path string) error {
+	return fmt.Errorf("%w: the lock file %s is a symbolic link, which is never followed (it could lead to another record's lock file): remove it",
+		entry.ErrRefused, path)
 }

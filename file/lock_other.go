@@ -16,4 +16,8 @@ func lockingSupported() error {
 // (lockingSupported), some of which (js, wasip1, plan9) have no such flag.
 const openNonblock = 0
 
+// openNoFollow: not every such platform has O_NOFOLLOW; lockFile's Lstat
+// check stands in for it.
+const openNoFollow = 0
+
 func tryFlock(*os.File) (bool, error) { return false, lockingSupported() }

@@ -13,6 +13,9 @@ func lockingSupported() error { return nil }
 // openNonblock opens a FIFO without waiting for a writer.
 const openNonblock = syscall.O_NONBLOCK
 
+// openNoFollow makes opening a symlink fail rather than follow it.
+const openNoFollow = syscall.O_NOFOLLOW
+
 // tryFlock takes an exclusive flock on f without blocking. It reports false,
 // with no error, when another holder has it.
 func tryFlock(f *os.File) (bool, error) {
