@@ -190,8 +190,26 @@ func absolute(path string) (string, error) {
 func (d *Decider) Path() string { return d.path }
 
 // String returns the Decider's URL, file:///path/to/record, of the file
-// Path returns.
-func (d *Decider) String() string { return "file://" + filepath.ToSlash(d.path) }
+// Path returns. '%', '?', '#' and control characters in the path are
+// percent-encoded, so that leaderelection.OpenDecider opens the same record
+// from it; the rest is left as is, to read as the path does.
+func (d *Decider) String() string { return "file://" + escapePath(filepath.ToSlash(d.path)) }
+
+// escapePath percent-encodes the bytes of p that a URL path cannot hold as
+// they are: '%' starts an escape, '?' a query, '#' a fragment, and net/url
+// refuses a URL with control characters.
+func escapePath(p string) string {
+	var b strings.Builder
+	for i := range len(p) {
+		switch c := p[i]; {
+		case c == '%' || c == '?' || c == '#' || c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, "%%%02X", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
 
 // ReadCurrent implements leaderelection.RaceDecider. A missing file reads as
 // entry.NoElections, a missing directory is a refusal; an empty or foreign
