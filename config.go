@@ -67,8 +67,9 @@ type Config struct {
 	MaxClockSkew time.Duration
 
 	// PollInterval bounds how long a waiting candidate goes without reading
-	// the record when the Decider cannot push changes, and so how long a
-	// release can go unnoticed. Zero means TermLength / 4, or
+	// the record when the Decider cannot push changes (or its push channel
+	// fails, or cannot vouch that nothing changed: one not listening yet),
+	// and so how long a release can go unnoticed. Zero means TermLength / 4, or
 	// ExpectedCandidates x TermLength / 64 if that is longer: with N
 	// candidates polling, one finds a release after about PollInterval /
 	// (N+1), and two find it within a store round trip of each other (and

@@ -896,3 +896,38 @@ func TestLeftoverReleaseIsNotTheNextWin(t *testing.T) {
 		}
 	})
 }
+
+// A waiting candidate whose push channel vouches for nothing (never
+// listening) polls: it finds a release within about a PollInterval. It used
+// to wait on that channel until the term's takeover time, here an hour away.
+func TestCandidateOnAnUnsureChannelPolls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		writeTerm(t, mem, "a", true, time.Now().Add(time.Hour))
+		f := &faultyDecider{RaceDecider: mem}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- baseConfig(unsurePush{f}, "b", newMonitor(t), nil).Acquire(ctx) }()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		cur, err := mem.ReadCurrent(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel := *cur
+		rel.ElectionNumber++
+		rel.Released, rel.WriteID = true, "release"
+		if _, err := mem.WriteEntry(t.Context(), &rel); err != nil {
+			t.Fatal(err)
+		}
+		// A PollInterval (term/4 by default) and the herd window.
+		time.Sleep(term / 2)
+		synctest.Wait()
+		if got, err := mem.ReadCurrent(t.Context()); err != nil || got.LeaderID != "b" {
+			t.Errorf("%v after a's release, the record is %+v (%v); want b elected, having polled", term/2, got, err)
+		}
+		cancel()
+		<-done
+	})
+}
