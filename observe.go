@@ -214,7 +214,8 @@ type Event struct {
 	Kind EventKind
 	// Election names the store and record the election runs on: the
 	// Decider's String, or its type if it has none. It is valid UTF-8
-	// (other bytes are written \xNN), so that it can be a metric label.
+	// (in a String that is not, other bytes are written \xNN and
+	// backslashes \\), so that it can be a metric label.
 	Election string
 	// LeaderID, Term and Expiry describe a tenure: this candidate's for
 	// EventElected, EventExtended and EventOusted, the record's for

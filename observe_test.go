@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	clocks "github.com/vimeo/go-clocks"
 
@@ -627,4 +628,37 @@ func TestObserversLeavesOutNilPointers(t *testing.T) {
 	if got := rec.of(leaderelection.EventStarted); len(got) != 1 {
 		t.Errorf("the one Observer among nil pointers saw %d events, want 1", len(got))
 	}
+}
+
+// TestEventElectionKeepsNamesApart: two names that are not UTF-8 and differ
+// stay apart in Event.Election, one with a literal `\xff` among them: the
+// backslash of such a name is spelt `\\`. Both were spelt `a\xff\xfe`, one
+// election's metrics series to leprom and leotel.
+func TestEventElectionKeepsNamesApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		names := []string{`a\xff` + "\xfe", "a\xff\xfe"}
+		var got []string
+		for _, name := range names {
+			var rec recorder
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() {
+				done <- leaderelection.WatchConfig{Decider: namedDecider{memory.NewDecider(), name}, Observer: &rec}.Watch(ctx, func(context.Context, leaderelection.Change) {})
+			}()
+			synctest.Wait()
+			cancel()
+			<-done
+			ev := rec.of(leaderelection.EventWatchStarted)
+			if len(ev) == 0 || !utf8.ValidString(ev[0].Election) {
+				t.Fatalf("watch on %q: started events %+v; want one naming the election in UTF-8", name, ev)
+			}
+			got = append(got, ev[0].Election)
+		}
+		if got[0] == got[1] {
+			t.Errorf("the elections %q and %q are both named %q", names[0], names[1], got[0])
+		}
+		if want := `a\\xff\xfe`; got[0] != want {
+			t.Errorf("election %q is named %q, want %q", names[0], got[0], want)
+		}
+	})
 }

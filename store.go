@@ -25,9 +25,11 @@ func isThrottled(err error) bool { return errors.Is(err, entry.ErrThrottled) }
 func isRefused(err error) bool   { return errors.Is(err, entry.ErrRefused) }
 
 // storeName names d in errors, logs and Events: its String method if it has
-// one (backends name their bucket and object), else its type. Bytes that are
-// not UTF-8 (a file path may hold any) are written \xNN, so that metric
-// labels, which must be UTF-8, can carry the name, and two names stay apart.
+// one (backends name their bucket and object), else its type. A name that is
+// not UTF-8 (a file path may hold any bytes) has those bytes written \xNN,
+// and its backslashes \\, so that metric labels, which must be UTF-8, can
+// carry it, and two such names stay apart. (A UTF-8 name is kept as it is:
+// one that spells out \xNN itself can still meet one that is not UTF-8.)
 func storeName(d RaceDecider) string {
 	s, ok := d.(fmt.Stringer)
 	if !ok {
@@ -40,9 +42,12 @@ func storeName(d RaceDecider) string {
 	var b strings.Builder
 	for i := 0; i < len(name); {
 		r, n := utf8.DecodeRuneInString(name[i:])
-		if r == utf8.RuneError && n == 1 {
+		switch {
+		case r == utf8.RuneError && n == 1:
 			fmt.Fprintf(&b, `\x%02x`, name[i])
-		} else {
+		case r == '\\':
+			b.WriteString(`\\`)
+		default:
 			b.WriteString(name[i : i+n])
 		}
 		i += n
