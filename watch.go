@@ -189,9 +189,10 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 		// deaf: the push channel vouched that nothing changed while the
 		// record did; until it brings a change again, the watcher polls.
 		deaf bool
-		// sure: the push channel vouched for its last wait that ran its
-		// course. Until it does (a channel not up yet, say), a change
-		// could go unseen for a whole wait: the watcher polls.
+		// sure: the last read not brought by a push followed a wait the
+		// push channel vouched for (a failed wait, or a stale record's
+		// poll, clears it). Until one does (a channel not up yet, say), a
+		// change could go unseen for a whole wait: the watcher polls.
 		sure bool
 	)
 	// began: when the read (or wait) that brought rec began. A term is
