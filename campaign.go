@@ -134,11 +134,6 @@ type candidate struct {
 	// the record did (see missedChange): the candidate then polls as on a
 	// store that cannot push, until the channel brings a change again.
 	deaf bool
-	// sure is set while the push channel's last wait that ran its course
-	// vouched that nothing changed. Until one does (a channel not
-	// listening yet), a release could go unseen until the takeover time:
-	// the candidate polls, as while the channel is deaf.
-	sure bool
 	// herd is what this candidate has learnt of the herds it meets, which
 	// sizes the herd window; draw is its part in the current herd, if any.
 	herd herd
@@ -340,13 +335,13 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 	off, w, j := cd.herdDraw()
 	takeover := start.Add(j)
 	until := takeover
-	if cd.waiter.n == nil || cd.deaf || !cd.sure {
+	if cd.waiter.n == nil || cd.deaf || !cd.waiter.sure {
 		// (With push, the wait ends at the takeover time at the latest: a
 		// channel that went silent without failing is found so there, by
 		// the write that loses to what it missed: see missedChange.)
 		until = minTime(until, cd.nextPoll())
 	}
-	pushed, quiet, err := cd.listen(ctx, rec.Token, until)
+	pushed, quiet, err := cd.waiter.wait(ctx, rec.Token, until)
 	switch {
 	case err != nil:
 		return nil, err
@@ -373,15 +368,6 @@ func (cd *candidate) waitForFree(ctx context.Context, rec *entry.RaceEntry) (*en
 		}
 	}
 	return next, nil
-}
-
-// listen waits on the push channel as waiter.wait does, and keeps sure.
-func (cd *candidate) listen(ctx context.Context, tok entry.LeaderToken, until time.Time) (pushed *entry.RaceEntry, quiet bool, err error) {
-	pushed, quiet, err = cd.waiter.wait(ctx, tok, until)
-	if err == nil && pushed == nil {
-		cd.sure = quiet
-	}
-	return pushed, quiet, err
 }
 
 // nextPoll is when a waiting candidate on a store that cannot push changes
@@ -415,7 +401,7 @@ func (cd *candidate) spreadOut(ctx context.Context, rec *entry.RaceEntry, pushed
 	}
 	cd.draw = draw{}
 	if cd.waiter.n != nil && !cd.deaf && (pushed || !cd.legacy) {
-		again, quiet, err := cd.listen(ctx, rec.Token, start.Add(j))
+		again, quiet, err := cd.waiter.wait(ctx, rec.Token, start.Add(j))
 		switch {
 		case err != nil:
 			return nil, err

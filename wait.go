@@ -31,6 +31,11 @@ type waiter struct {
 	onPushed  func(rec *entry.RaceEntry, began time.Time)
 	// h is told of each wait on the push channel (OpWait).
 	h *hook
+	// sure: the last wait on the push channel that brought no record ran
+	// its course with the channel vouching that nothing changed. Until
+	// one does (a channel not listening yet), a change could go unseen
+	// for a whole wait: callers wait no longer than a poll meanwhile.
+	sure bool
 }
 
 // wait waits until until, or until the record identified by tok is replaced
@@ -76,6 +81,7 @@ func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Tim
 		}
 		return rec, false, nil
 	case wctx.Err() != nil:
+		w.sure = vouched
 		return nil, vouched, nil
 	case err == nil:
 		err = errNoPushedRecord
@@ -84,6 +90,7 @@ func (w *waiter) wait(ctx context.Context, tok entry.LeaderToken, until time.Tim
 	// sooner than poll after the attempt began, so that a channel that
 	// fails at once cannot turn into a busy loop, and no later, so that a
 	// broken channel cannot blind the caller.
+	w.sure = false
 	if w.onPushErr != nil {
 		w.onPushErr(err)
 	}

@@ -189,11 +189,6 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 		// deaf: the push channel vouched that nothing changed while the
 		// record did; until it brings a change again, the watcher polls.
 		deaf bool
-		// sure: the last read not brought by a push followed a wait the
-		// push channel vouched for (a failed wait, or a stale record's
-		// poll, clears it). Until one does (a channel not up yet, say), a
-		// change could go unseen for a whole wait: the watcher polls.
-		sure bool
 	)
 	// began: when the read (or wait) that brought rec began. A term is
 	// over only for a read begun at or after its expiry: one begun before
@@ -274,10 +269,7 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 			pushed = false // the news was the expiry
 			continue
 		}
-		rec, began, pushed, vouched, err = w.next(ctx, wt, h, r, grid, last, live, stale, deaf || !sure)
-		if !pushed {
-			sure = vouched
-		}
+		rec, began, pushed, vouched, err = w.next(ctx, wt, h, r, grid, last, live, stale, deaf || !wt.sure)
 	}
 	return err
 }
@@ -341,6 +333,7 @@ func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, gri
 		until = minTime(until, now.Add(w.PollInterval))
 	}
 	if stale {
+		wt.sure = false // as if the channel had answered amiss
 		if !w.Clock.SleepUntil(ctx, until) {
 			return nil, time.Time{}, false, false, ctx.Err()
 		}
