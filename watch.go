@@ -16,6 +16,9 @@ import (
 // DefaultWatchPollInterval is WatchConfig.PollInterval's default.
 const DefaultWatchPollInterval = time.Second
 
+// minWatchPollInterval is the shortest WatchConfig.PollInterval.
+const minWatchPollInterval = time.Millisecond
+
 // WatchConfig describes an observer of an election: a process that does not
 // campaign but wants to know who leads (to route requests to it, say).
 type WatchConfig struct {
@@ -33,7 +36,8 @@ type WatchConfig struct {
 	// or new leader can go unnoticed (while the store answers: a read is
 	// abandoned after 10 s without an answer, and failed reads are retried
 	// with backoff up to PollInterval or those 10 s, whichever is shorter).
-	// Zero means DefaultWatchPollInterval; at most 24 hours.
+	// Zero means DefaultWatchPollInterval; at least 1 ms (shorter would
+	// read the store almost continuously) and at most 24 hours.
 	PollInterval time.Duration
 
 	// Clock is the time source; nil means the real clock.
@@ -105,8 +109,11 @@ func (w *WatchConfig) Validate() error {
 	if w.MaxClockSkew < 0 {
 		errs = append(errs, fmt.Errorf("MaxClockSkew (%s) must not be negative", w.MaxClockSkew))
 	}
-	if w.PollInterval < 0 || w.PollInterval > maxInterval {
+	switch {
+	case w.PollInterval < 0 || w.PollInterval > maxInterval:
 		errs = append(errs, fmt.Errorf("PollInterval (%s) must be between 0 and %s", w.PollInterval, maxInterval))
+	case w.PollInterval != 0 && w.PollInterval < minWatchPollInterval:
+		errs = append(errs, fmt.Errorf("PollInterval (%s) must be at least %s: the watcher would read the store almost continuously", w.PollInterval, minWatchPollInterval))
 	}
 	if len(errs) == 0 {
 		return nil

@@ -141,6 +141,11 @@ func TestWatchValidate(t *testing.T) {
 	if want := "PollInterval (2562047h47m16.854775807s) must be between 0 and 24h0m0s"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Watch error %v does not contain %q", err, want)
 	}
+	// A poll too short to mean anything but reading continuously.
+	err = leaderelection.WatchConfig{Decider: memory.NewDecider(), PollInterval: time.Microsecond}.Watch(t.Context(), nil)
+	if want := "PollInterval (1µs) must be at least 1ms"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Watch error %v does not contain %q", err, want)
+	}
 	// A valid config with no callback, on a record there is to report.
 	mem := memory.NewDecider()
 	if _, err := mem.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, Term: 1, LeaderID: "a", TermExpiry: time.Now().Add(time.Hour)}); err != nil {
@@ -434,23 +439,23 @@ func (f *failingReads) ReadCurrent(context.Context) (*entry.RaceEntry, error) {
 	return nil, errors.New("503 Service Unavailable")
 }
 
-// TestWatchRetryWaitsHoweverShortItsPoll: a watcher whose PollInterval is a
-// nanosecond still waits between failed reads (the backoff was a
-// sixty-fourth of PollInterval at first: nothing).
+// TestWatchRetryWaitsHoweverShortItsPoll: a watcher whose PollInterval is
+// the shortest allowed still waits between failed reads (the backoff was a
+// sixty-fourth of PollInterval at first, and at most PollInterval).
 func TestWatchRetryWaitsHoweverShortItsPoll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		d := &failingReads{RaceDecider: memory.NewDecider(), limit: 10000, cancel: cancel}
 		done := make(chan error, 1)
 		go func() {
-			done <- leaderelection.WatchConfig{Decider: d, PollInterval: time.Nanosecond}.Watch(ctx, func(context.Context, leaderelection.Change) {})
+			done <- leaderelection.WatchConfig{Decider: d, PollInterval: time.Millisecond}.Watch(ctx, func(context.Context, leaderelection.Change) {})
 		}()
 		time.Sleep(time.Second)
 		cancel()
 		<-done
 		// Backoff from 1 ms doubling to 64 ms: about 25 reads.
 		if n := d.n.Load(); n > 100 {
-			t.Errorf("%d failed reads in a second, with PollInterval 1ns; want a backoff between them", n)
+			t.Errorf("%d failed reads in a second, with PollInterval 1ms; want a backoff between them", n)
 		}
 	})
 }
