@@ -13,7 +13,9 @@
 // record. Locks are taken with flock(2) without blocking, retried with a
 // short backoff until the context ends, so a cancelled candidate never waits
 // on a lock. The kernel drops a lock when its holder dies, so a candidate
-// killed while holding one blocks nobody. Within one process, Deciders on the
+// killed while holding one blocks nobody; one stopped while holding it
+// (SIGSTOP, a starving CPU quota) holds up every other write until it runs
+// again. Within one process, Deciders on the
 // same record also exclude each other without relying on the kernel (on NFS,
 // Linux emulates flock with POSIX locks, which do not exclude two descriptors
 // of the same process).
