@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
@@ -113,6 +114,14 @@ func NewDecider(client *ddb.Client, table, key string, opts ...Option) (*Decider
 	// 1 to 1024.
 	if key == "" || len(key) > 2048 {
 		errs = append(errs, fmt.Errorf("key %q must be 1 to 2048 bytes long", key))
+	}
+	// DynamoDB strings are UTF-8, and the SDK's JSON encoding replaces each
+	// byte that is not with U+FFFD: two such keys would name one item, and
+	// their elections share one record.
+	for _, f := range [][2]string{{"key", key}, {"key attribute", d.keyAttr}, {"sort key attribute", d.sortAttr}, {"sort key", d.sortKey}} {
+		if !utf8.ValidString(f[1]) {
+			errs = append(errs, fmt.Errorf("%s %q is not valid UTF-8, as DynamoDB names must be", f[0], f[1]))
+		}
 	}
 	names := map[string]bool{attrRecord: true, attrVersion: true, attrWriteID: true}
 	if d.keyAttr == "" || names[d.keyAttr] {

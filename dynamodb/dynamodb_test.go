@@ -2,6 +2,7 @@ package dynamodb_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,50 @@ func TestNewDeciderValidates(t *testing.T) {
 	}
 	if got := d.String(); got != "dynamodb://elections/app (sk=election#report)" {
 		t.Errorf("String() with a sort key = %q", got)
+	}
+}
+
+// TestNonUTF8KeysRefused checks that a key that is not UTF-8 is refused:
+// the SDK's JSON encoding replaces each invalid byte with U+FFFD, so that two
+// such keys (and the key spelling out U+FFFD) would name one item, and two
+// elections would share one record.
+func TestNonUTF8KeysRefused(t *testing.T) {
+	s := newStore(t)
+	k := newKey()
+	keys := []string{k + "\xff", k + "\xfe"}
+	var ds []*ledynamodb.Decider
+	for _, key := range keys {
+		d, err := ledynamodb.NewDecider(s.c, s.table, key)
+		if err == nil {
+			ds = append(ds, d)
+			continue
+		}
+		if !strings.Contains(err.Error(), "not valid UTF-8") || !strings.Contains(err.Error(), strconv.Quote(key)) {
+			t.Errorf("NewDecider(%q): error %q does not say the key is not UTF-8", key, err)
+		}
+	}
+	if len(ds) == 2 {
+		if _, err := ds[0].WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w1"}); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := ds[1].ReadCurrent(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.ElectionNumber != entry.NoElections {
+			t.Errorf("the election %q reads the record written for %q (%+v): both keys name one item", keys[1], keys[0], rec)
+		}
+		t.Errorf("NewDecider accepted keys that are not UTF-8")
+	}
+	c := ddb.New(ddb.Options{Region: "us-east-1"})
+	for _, opts := range [][]ledynamodb.Option{
+		{ledynamodb.WithSortKey("sk", "x\xff")},
+		{ledynamodb.WithSortKey("s\xffk", "x")},
+		{ledynamodb.WithKeyAttribute("p\xffk")},
+	} {
+		if d, err := ledynamodb.NewDecider(c, "elections", "k", opts...); err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
+			t.Errorf("NewDecider with a sort key or attribute that is not UTF-8 = %v, %v; want an error saying so", d, err)
+		}
 	}
 }
 

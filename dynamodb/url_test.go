@@ -33,6 +33,7 @@ func TestOpenDeciderErrors(t *testing.T) {
 		"dynamodb://elections/key?region=r&endpoint=http://u:pw@127.0.0.1:8000": "no user information",
 		"dynamodb://elections/key?region=a%20b":                                 `region="a b": want an AWS region`,
 		"dynamodb://elections/key?region=r&endpoint=http://h:1/p?x":             "no user information, query or fragment",
+		"dynamodb://elections/k%FF?region=r":                                    `key "k\xff" is not valid UTF-8`,
 	}
 	for raw, want := range cases {
 		t.Run(raw, func(t *testing.T) {
