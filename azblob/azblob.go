@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -132,6 +133,11 @@ func validBlobName(b string) error {
 	switch {
 	case b == "":
 		return errors.New(`blob name is empty ("")`)
+	case !utf8.ValidString(b):
+		// The request URL would carry the bytes percent-encoded, which
+		// names no blob: Azurite answers 500, an unknown outcome that
+		// would be retried for ever.
+		return fmt.Errorf("blob name %q is not valid UTF-8", b)
 	case len(b) > 1024:
 		return fmt.Errorf("blob name %.40q... is %d characters long, more than 1024", b, len(b))
 	case strings.HasSuffix(b, "/") || strings.HasSuffix(b, "."):

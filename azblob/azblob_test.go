@@ -3,6 +3,7 @@ package azblob_test
 import (
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,7 @@ func TestNewDeciderValidates(t *testing.T) {
 		{"both", nil, "", nil, []string{"container client is nil", "blob name is empty"}},
 		{"trailing slash", c, "elections/", nil, []string{`"elections/" ends with`}},
 		{"too long", c, strings.Repeat("x", 1025), nil, []string{"more than 1024"}},
+		{"not UTF-8", c, "jobs/\xff", nil, []string{`blob name "jobs/\xff" is not valid UTF-8`}},
 		{"no container", noContainer, "b", nil, []string{"names no container"}},
 		{"negative timeout", c, "b", []leazblob.Option{leazblob.WithTimeout(-time.Second)}, []string{"timeout -1s"}},
 	}
@@ -78,6 +80,22 @@ func TestNewDeciderValidates(t *testing.T) {
 		if got := d.String(); got != "azblob://elections/b" {
 			t.Errorf("with the container at %s: String() = %q, want azblob://elections/b", ep, got)
 		}
+	}
+}
+
+// TestNonUTF8BlobNameRefused checks that a blob name that is not UTF-8 is
+// refused by NewDecider: no request can name it (Azurite answers every one
+// with a 500, an unknown outcome that the engine would retry for ever).
+func TestNonUTF8BlobNameRefused(t *testing.T) {
+	s := azurite(t)
+	name := newBlob() + "\xff"
+	d, err := leazblob.NewDecider(s.client(t, "", s.container), name)
+	if err == nil {
+		_, rerr := d.ReadCurrent(t.Context())
+		t.Fatalf("NewDecider(%q) accepted a blob name that is not UTF-8; ReadCurrent then gives %v", name, rerr)
+	}
+	if !strings.Contains(err.Error(), strconv.Quote(name)+" is not valid UTF-8") {
+		t.Errorf("error %q does not say that the blob name %q is not UTF-8", err, name)
 	}
 }
 
