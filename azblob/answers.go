@@ -53,9 +53,10 @@ func classify(err error, o op) outcome {
 			// changes.
 			return outcomeRefused
 		}
-		if noCredential(err) {
-			// The credential has nothing to get a token with: no
-			// request was sent, and none will be until it is configured.
+		if noCredential(err) || tokenOverHTTP(err) {
+			// The credential has nothing to get a token with, or azcore
+			// will not send its token to an http endpoint: no request
+			// was sent, and none will be until the client changes.
 			return outcomeRefused
 		}
 		// A transport error (reset, timeout, cut connection), a cancelled
@@ -172,6 +173,18 @@ func noCredential(err error) bool {
 	return markedLeaf(err)
 }
 
+// tokenOverHTTP reports whether err is azcore refusing to send a token
+// credential's token to an endpoint that is not https (a client made with
+// container.NewClient for Azurite's http:// address, say): it fails every
+// request before sending it, and so for good. azcore's error is a plain one
+// marked non-retriable, told only by its text ("authorized requests are not
+// permitted for non-TLS protected (https) endpoints"; "authenticated ...
+// non TLS ..." in older versions).
+func tokenOverHTTP(err error) bool {
+	var nr nonRetriable
+	return errors.As(err, &nr) && strings.Contains(nr.Error(), "TLS protected (https) endpoints")
+}
+
 // markedLeaf reports whether err's chain holds a nonRetriable error that
 // wraps no other error.
 func markedLeaf(err error) bool {
@@ -201,7 +214,7 @@ func transient(err error) bool {
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
 		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
-			!entraRefused(err) && !noCredential(err)
+			!entraRefused(err) && !noCredential(err) && !tokenOverHTTP(err)
 	}
 	switch re.StatusCode {
 	case http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusBadGateway,

@@ -338,6 +338,10 @@ func (d *Decider) fail(ctx, opCtx context.Context, what string, o outcome, err e
 			// could not be used.
 			return fmt.Errorf("azblob: %s: %w: no Azure credentials are available: %w", what, entry.ErrRefused, redacted(err))
 		}
+		if tokenOverHTTP(err) {
+			return fmt.Errorf("azblob: %s: %w: the client has a token credential and an http:// URL, and tokens are sent only to https:// endpoints "+
+				"(for Azurite, use a shared key or a connection string): %w", what, entry.ErrRefused, redacted(err))
+		}
 		return fmt.Errorf("azblob: %s: %w: %w", what, entry.ErrRefused, redacted(err))
 	}
 	return fmt.Errorf("azblob: %s: %w", what, redacted(err))

@@ -120,3 +120,46 @@ func TestUnreachableEntraIDIsNotRefused(t *testing.T) {
 		t.Logf("%s: %v", what, err)
 	}
 }
+
+// TestTokenOverHTTPIsRefused: a client with a token credential on an http
+// endpoint (Azurite, or an https endpoint mistyped) never sends a request:
+// azcore refuses to send a token without TLS. That is a refusal naming the
+// blob, not an unknown outcome retried for ever; and Acquire ends with it.
+func TestTokenOverHTTPIsRefused(t *testing.T) {
+	s := azurite(t)
+	cred, err := azidentity.NewClientSecretCredential("00000000-0000-0000-0000-000000000000",
+		"00000000-0000-0000-0000-000000000001", "secret", &azidentity.ClientSecretCredentialOptions{
+			ClientOptions:            azcore.ClientOptions{Retry: noSDKRetries},
+			DisableInstanceDiscovery: true,
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := container.NewClient(s.endpoint+"/"+s.container, cred, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := leazblob.NewDecider(c, "job", leazblob.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, entry.ErrRefused) {
+			t.Errorf("%s: err = %v, want entry.ErrRefused", what, err)
+			return
+		}
+		for _, w := range []string{s.objectName("job"), "https"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", what, err, w)
+			}
+		}
+	}
+	_, err = d.ReadCurrent(t.Context())
+	check("ReadCurrent", err)
+	_, err = d.WriteEntry(t.Context(), faultproxy.Record(0, "w-0", entry.LeaderToken{}))
+	check("WriteEntry", err)
+	err = racedecidertest.AcquireEnds(t, d)
+	check("Acquire", err)
+	t.Logf("Acquire: %v", err)
+}

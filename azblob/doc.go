@@ -70,7 +70,10 @@
 // included: that is how a host without one answers, and azidentity probes
 // only until the service first answers, so on Azure it can end only a
 // start-up); when Microsoft Entra ID refuses it with a 4xx, the error is
-// azidentity's. Entra ID unreachable, or answering 429 or 5xx, is an unknown
+// azidentity's. A token credential on an http:// endpoint is refused too:
+// azcore sends tokens only over https, and fails every request before
+// sending it (use a shared key or a connection string for Azurite). Entra ID
+// unreachable, or answering 429 or 5xx, is an unknown
 // outcome, retried like a transport error. Errors name the blob as
 // azblob://CONTAINER/BLOB and give the HTTP status and Azure error code; they
 // never repeat an account key or a SAS token (URLs lose their query string).
