@@ -29,7 +29,8 @@ import (
 //   - AZURE_STORAGE_KEY: the account's shared key.
 //   - AZURE_STORAGE_SAS_TOKEN: a SAS token, appended to the container's URL.
 //   - otherwise azidentity.NewDefaultAzureCredential: environment, workload
-//     identity, managed identity, Azure CLI, ...
+//     identity, managed identity, Azure CLI, ... Its tokens go only to an
+//     https endpoint: an http one is refused.
 //
 // The account is storage_account, or AZURE_STORAGE_ACCOUNT. endpoint is the
 // service URL, "https://ACCOUNT.blob.core.windows.net" by default; set it
@@ -135,6 +136,12 @@ func containerClient(containerName, account, endpoint string) (*container.Client
 	}
 	if sas := os.Getenv(EnvSASToken); sas != "" {
 		return container.NewClientWithNoCredential(containerURL+"?"+strings.TrimPrefix(sas, "?"), nil)
+	}
+	if strings.HasPrefix(strings.ToLower(endpoint), "http://") {
+		// azcore sends a token only over https, and would fail every
+		// request without sending it.
+		return nil, fmt.Errorf("endpoint %q is not https, and Azure's default credential chain (used as none of %s, %s or %s is set) sends tokens only over https: for Azurite, set %s or %s",
+			endpoint, EnvConnectionString, EnvKey, EnvSASToken, EnvKey, EnvConnectionString)
 	}
 	cred, err := azidentity.NewDefaultAzureCredential(nil)
 	if err != nil {

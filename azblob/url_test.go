@@ -50,6 +50,9 @@ func TestOpenURLRejects(t *testing.T) {
 		{"azblob://c/b?endpoint=http://127.0.0.1:1/a?x=1", nil, "no user information, query or fragment"},
 		{"azblob://c/b", map[string]string{leazblob.EnvConnectionString: "nonsense" + key}, leazblob.EnvConnectionString},
 		{"azblob://c/b.", map[string]string{leazblob.EnvAccount: "acct", leazblob.EnvSASToken: "sig=x"}, "ends with"},
+		// No key, SAS token or connection string: Azure's default
+		// credential chain, whose tokens azcore sends only over https.
+		{"azblob://c/b?storage_account=devstoreaccount1&endpoint=http://127.0.0.1:1/devstoreaccount1", nil, `endpoint "http://127.0.0.1:1/devstoreaccount1" is not https`},
 		{"azblob://c/b%FF", map[string]string{leazblob.EnvAccount: "acct", leazblob.EnvSASToken: "sig=x"}, `blob name "b\xff" is not valid UTF-8`},
 		// Present but empty is not left out: no fallback to the environment.
 		{"azblob://c/b?storage_account=", map[string]string{leazblob.EnvAccount: "a", leazblob.EnvKey: key}, "query parameter storage_account is empty"},
