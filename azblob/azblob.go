@@ -78,7 +78,10 @@ func WithTimeout(d time.Duration) Option {
 
 // NewDecider returns a Decider for the record stored in the block blob named
 // blobName in the container client addresses. The container must exist; the
-// blob is created by the first election.
+// blob is created by the first election. blobName must be UTF-8, 1 to 1024
+// bytes, hold no backslash (Azure stores one as '/', so that the record
+// would share a name spelt with slashes) and not end in '/' or '.' (which
+// Azure drops).
 //
 // Make the client with any of the SDK's constructors: container.NewClient
 // with an azidentity credential, container.NewClientFromConnectionString,
@@ -140,6 +143,11 @@ func validBlobName(b string) error {
 		return fmt.Errorf("blob name %q is not valid UTF-8", b)
 	case len(b) > 1024:
 		return fmt.Errorf("blob name %.40q... is %d characters long, more than 1024", b, len(b))
+	case strings.Contains(b, `\`):
+		// Blob Storage stores a backslash as a forward slash: the record
+		// would live under another name, one that a name spelt with
+		// slashes (another election) shares.
+		return fmt.Errorf("blob name %q holds a backslash, which Azure stores as '/': write it with '/'", b)
 	case strings.HasSuffix(b, "/") || strings.HasSuffix(b, "."):
 		// Azure drops trailing dots and slashes from names, so the record
 		// would live under another name than the one given.

@@ -43,6 +43,7 @@ func TestNewDeciderValidates(t *testing.T) {
 		{"trailing slash", c, "elections/", nil, []string{`"elections/" ends with`}},
 		{"too long", c, strings.Repeat("x", 1025), nil, []string{"more than 1024"}},
 		{"not UTF-8", c, "jobs/\xff", nil, []string{`blob name "jobs/\xff" is not valid UTF-8`}},
+		{"backslash", c, `jobs\report`, nil, []string{`blob name "jobs\\report" holds a backslash`}},
 		{"no container", noContainer, "b", nil, []string{"names no container"}},
 		{"negative timeout", c, "b", []leazblob.Option{leazblob.WithTimeout(-time.Second)}, []string{"timeout -1s"}},
 	}
@@ -96,6 +97,31 @@ func TestNonUTF8BlobNameRefused(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), strconv.Quote(name)+" is not valid UTF-8") {
 		t.Errorf("error %q does not say that the blob name %q is not UTF-8", err, name)
+	}
+}
+
+// TestBackslashInBlobNameRefused: Blob Storage (and Azurite) stores a
+// backslash in a blob name as a forward slash, so jobs\report and jobs/report
+// would be one blob, and their elections would share one record. NewDecider
+// refuses the name with the backslash.
+func TestBackslashInBlobNameRefused(t *testing.T) {
+	s := azurite(t)
+	slash := newBlob() + "/report"
+	back := strings.ReplaceAll(slash, "/", `\`)
+	d, err := leazblob.NewDecider(s.client(t, "", s.container), back)
+	if err == nil {
+		other, err := leazblob.NewDecider(s.client(t, "", s.container), slash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.WriteEntry(t.Context(), faultproxy.Record(0, "w-0", entry.LeaderToken{})); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := other.ReadCurrent(t.Context())
+		t.Fatalf("NewDecider(%q) accepted a blob name with a backslash; the election %q then reads %+v, %v", back, slash, rec, err)
+	}
+	if !strings.Contains(err.Error(), strconv.Quote(back)+" holds a backslash") {
+		t.Errorf("error %q does not say that the blob name %q holds a backslash", err, back)
 	}
 }
 
