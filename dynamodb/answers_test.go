@@ -376,6 +376,12 @@ var notDynamoDBPages = []struct {
 		`<Error><Code>AccessDenied</Code><Message>Access Denied</Message><RequestId>0123</RequestId></Error>`, 403},
 	{"empty 403", "", "", 403},
 	{"text 404", "text/plain; charset=utf-8", "404 page not found\n", 404},
+	// A 200 with no DynamoDB request id: any web server that takes a
+	// POST. An empty body or "{}" decodes as a GetItem finding no item
+	// and a PutItem that succeeded, so that every candidate won.
+	{"empty 200", "", "", 200},
+	{"JSON {} 200", "application/x-amz-json-1.0", "{}", 200},
+	{"HTML 200", "text/html", "<html><body>Welcome</body></html>", 200},
 }
 
 // TestNotADynamoDBEndpoint points the backend at servers that answer every

@@ -45,7 +45,8 @@
 // any other 4xx answer but 408 and 429 (DynamoDB did not act on the
 // request), among them those of an endpoint that is not DynamoDB at all (an
 // HTML page from a proxy, S3's XML, an empty body): the error names the
-// endpoint. TransactionConflictException and
+// endpoint. So is a 2xx answer without DynamoDB's request id
+// (x-amzn-RequestId), which only another web server gives. TransactionConflictException and
 // ReplicatedWriteConflictException, 400s that a later attempt may pass, are
 // not refusals.
 //

@@ -184,6 +184,9 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	if err != nil {
 		return nil, d.fail(ctx, opCtx, "read "+d.name, err, nil)
 	}
+	if refusal := notDynamoDB(answerOf(out.ResultMetadata)); refusal != nil {
+		return nil, fmt.Errorf("dynamodb: read %s: %w", d.name, refusal)
+	}
 	if out.Item == nil {
 		return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
 	}
@@ -323,6 +326,9 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 				what, attempts.n.Load(), err)
 		}
 		return entry.LeaderToken{}, d.fail(ctx, opCtx, what, err, &attempts)
+	}
+	if refusal := notDynamoDB(answerOf(out.ResultMetadata)); refusal != nil {
+		return entry.LeaderToken{}, fmt.Errorf("dynamodb: %s: %w", what, refusal)
 	}
 	commit, _ := awsmiddleware.GetServerTime(out.ResultMetadata)
 	return entry.LeaderToken{Version: tok, CommitTime: commit}, nil

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/racedecider/leaderelection/entry"
@@ -72,6 +74,11 @@ func classify(err error) error {
 	if !errors.As(err, &re) {
 		return nil
 	}
+	if re.Response != nil {
+		if refusal := notDynamoDB(re.Response.Response); refusal != nil {
+			return refusal
+		}
+	}
 	status := re.HTTPStatusCode()
 	if status < 400 || status >= 500 || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests {
 		return nil
@@ -85,14 +92,42 @@ func classify(err error) error {
 	default:
 		what = fmt.Sprintf("%d %s", status, code)
 	}
-	return fmt.Errorf("%w: %s answered %s", entry.ErrRefused, endpointOf(re), what)
+	var resp *http.Response
+	if re.Response != nil {
+		resp = re.Response.Response
+	}
+	return fmt.Errorf("%w: %s answered %s", entry.ErrRefused, endpointOf(resp), what)
 }
 
-// endpointOf names the endpoint that gave the answer in re: the scheme and
+// notDynamoDB returns an error wrapping entry.ErrRefused if resp is a 2xx
+// answer without the request id DynamoDB (and DynamoDB Local) puts on every
+// answer, and nil otherwise. Such an answer comes from a server that is not
+// DynamoDB (an endpoint that points at some other web server): not an
+// unknown outcome to retry for ever, and never a success, since an empty
+// body or "{}" decodes as a GetItem that found no item and a PutItem that
+// was applied, so that every candidate would win.
+func notDynamoDB(resp *http.Response) error {
+	if resp == nil || resp.StatusCode < 200 || resp.StatusCode >= 300 || resp.Header.Get("X-Amzn-Requestid") != "" {
+		return nil
+	}
+	return fmt.Errorf("%w: %s answered %d without a DynamoDB request id (x-amzn-RequestId): is it a DynamoDB endpoint?",
+		entry.ErrRefused, endpointOf(resp), resp.StatusCode)
+}
+
+// answerOf is the HTTP answer to a call that succeeded, from its metadata
+// (nil if the SDK kept none).
+func answerOf(md middleware.Metadata) *http.Response {
+	if r, ok := awsmiddleware.GetRawResponse(md).(*smithyhttp.Response); ok && r != nil {
+		return r.Response
+	}
+	return nil
+}
+
+// endpointOf names the endpoint that gave the answer resp: the scheme and
 // host of the request (never its user information or path).
-func endpointOf(re *smithyhttp.ResponseError) string {
-	if re.Response != nil && re.Response.Response != nil && re.Response.Request != nil && re.Response.Request.URL != nil {
-		u := re.Response.Request.URL
+func endpointOf(resp *http.Response) string {
+	if resp != nil && resp.Request != nil && resp.Request.URL != nil {
+		u := resp.Request.URL
 		return "endpoint " + u.Scheme + "://" + u.Host
 	}
 	return "the endpoint"
