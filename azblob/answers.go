@@ -65,6 +65,11 @@ func classify(err error, o op) outcome {
 		// 429): an attempt may have reached the service.
 		return outcomeUnknown
 	}
+	if notBlobStorage(re) {
+		// A success (or redirect) that Blob Storage did not send: some
+		// other server at the endpoint, which will answer the same again.
+		return outcomeRefused
+	}
 	code := bloberror.Code(re.ErrorCode)
 	switch code {
 	case bloberror.ConditionNotMet:
@@ -130,6 +135,17 @@ func classify(err error, o op) outcome {
 		return outcomeRefused
 	}
 	return outcomeUnknown
+}
+
+// requestIDHeader is on every answer Blob Storage (and Azurite) gives.
+const requestIDHeader = "x-ms-request-id"
+
+// notBlobStorage reports whether re is a 2xx or 3xx answer without an
+// x-ms-request-id: not Blob Storage's, but another web server's at the
+// endpoint (a proxy's or a portal's page, a server taking any PUT). Error
+// answers without one are judged by their status as they are.
+func notBlobStorage(re *azcore.ResponseError) bool {
+	return re.RawResponse != nil && re.StatusCode < 400 && re.RawResponse.Header.Get(requestIDHeader) == ""
 }
 
 // entraRefused reports whether err is Microsoft Entra ID refusing the

@@ -7,12 +7,17 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/racedecidertest"
 )
 
 // answer builds the error the SDK returns for an Azure answer with this
@@ -153,5 +158,63 @@ func TestRedactURL(t *testing.T) {
 		if got := redactURL(in); got != want {
 			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestNotABlobStorageEndpoint points the backend at web servers that are not
+// Blob Storage and answer every request with a 2xx: a proxy's or portal's
+// page, or a server taking any PUT. Blob Storage (and Azurite) puts an
+// x-ms-request-id on every answer; without one, reads and writes are
+// refusals naming the endpoint and the blob, not unknown outcomes retried
+// for ever, and Acquire ends.
+func TestNotABlobStorageEndpoint(t *testing.T) {
+	for _, page := range []struct {
+		name, body string
+		status     int
+		etag       bool
+	}{
+		{"HTML 200", "<html><body>Sign in to continue</body></html>", 200, false},
+		{"empty 201", "", 201, true},
+		{"empty 200 with an ETag", "", 200, true},
+	} {
+		t.Run(page.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				if page.etag {
+					w.Header().Set("ETag", `"1"`)
+				}
+				w.WriteHeader(page.status)
+				_, _ = io.WriteString(w, page.body)
+			}))
+			t.Cleanup(srv.Close)
+			c, err := container.NewClientWithNoCredential(srv.URL+"/devstoreaccount1/elections", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := NewDecider(c, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := func(what string, err error) {
+				t.Helper()
+				if !errors.Is(err, entry.ErrRefused) {
+					t.Errorf("%s: %v; want an error wrapping entry.ErrRefused", what, err)
+					return
+				}
+				for _, w := range []string{srv.URL, "azblob://elections/job", "x-ms-request-id"} {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: %q does not say %q", what, err, w)
+					}
+				}
+			}
+			_, err = d.ReadCurrent(t.Context())
+			check("ReadCurrent", err)
+			t.Logf("read: %v", err)
+			_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
+			check("WriteEntry (create)", err)
+			_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{ElectionNumber: 1, LeaderID: "a", WriteID: "w-1",
+				Token: entry.LeaderToken{Version: `"1"`}})
+			check("WriteEntry (replace)", err)
+			check("Acquire", racedecidertest.AcquireEnds(t, d))
+		})
 	}
 }

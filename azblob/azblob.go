@@ -180,6 +180,9 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 		return nil, d.fail(ctx, opCtx, "read "+d.name, o, err)
 	}
 	defer resp.Body.Close()
+	if resp.RequestID == nil || *resp.RequestID == "" {
+		return nil, fmt.Errorf("azblob: read %s: %w: %s", d.name, entry.ErrRefused, d.notBlobStorage())
+	}
 	if resp.ETag == nil || *resp.ETag == "" {
 		return nil, fmt.Errorf("azblob: read %s: the server sent no ETag; it cannot hold an election record", d.name)
 	}
@@ -257,6 +260,13 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	pause := initialBackoff
 	for attempt := 1; ; attempt++ {
 		resp, err := d.blob.Upload(callCtx, streaming.NopCloser(bytes.NewReader(body)), opts)
+		if err == nil && (resp.RequestID == nil || *resp.RequestID == "") {
+			if unsure != nil {
+				return entry.LeaderToken{}, fmt.Errorf("azblob: %s: outcome unknown: attempt %d was answered by a server that is not Blob Storage (%s), "+
+					"but an earlier attempt, which failed with %s, may have been applied", what, attempt, d.notBlobStorage(), describe(unsure))
+			}
+			return entry.LeaderToken{}, fmt.Errorf("azblob: %s: %w: %s", what, entry.ErrRefused, d.notBlobStorage())
+		}
 		if err == nil {
 			if resp.ETag == nil || *resp.ETag == "" {
 				// Applied, but we cannot condition on it: report an
@@ -307,6 +317,21 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 
 func ptr[T any](v T) *T { return &v }
 
+// notBlobStorage says that the endpoint answered without the request id Blob
+// Storage puts on every answer.
+func (d *Decider) notBlobStorage() string {
+	return endpointOf(d.blob.URL()) + " answered without an " + requestIDHeader + ", which Blob Storage and Azurite send with every answer: is it a Blob Storage endpoint?"
+}
+
+// endpointOf is "the endpoint SCHEME://HOST" of the URL u, or "the
+// endpoint".
+func endpointOf(u string) string {
+	if p, err := url.Parse(u); err == nil && p.Host != "" {
+		return "the endpoint " + p.Scheme + "://" + p.Host
+	}
+	return "the endpoint"
+}
+
 // leasedForGood reports whether the blob is under an infinite lease that is
 // not being broken, as one more request shows: nothing ends it but its
 // holder. Any other answer (a lease of fixed duration, a break, no lease any
@@ -349,6 +374,10 @@ func (d *Decider) fail(ctx, opCtx context.Context, what string, o outcome, err e
 		if tokenOverHTTP(err) {
 			return fmt.Errorf("azblob: %s: %w: the client has a token credential and an http:// URL, and tokens are sent only to https:// endpoints "+
 				"(for Azurite, use a shared key or a connection string): %w", what, entry.ErrRefused, redacted(err))
+		}
+		var re *azcore.ResponseError
+		if errors.As(err, &re) && notBlobStorage(re) {
+			return fmt.Errorf("azblob: %s: %w: %s (HTTP %d): %w", what, entry.ErrRefused, d.notBlobStorage(), re.StatusCode, redacted(err))
 		}
 		return fmt.Errorf("azblob: %s: %w: %w", what, entry.ErrRefused, redacted(err))
 	}

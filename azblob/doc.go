@@ -61,7 +61,9 @@
 // minute unless its holder renews it, or being broken; a write refused for a
 // lease asks for the blob's properties to tell) are entry.ErrThrottled,
 // retried with backoff. 500 OperationTimedOut, other 5xx
-// and transport errors are unknown outcomes. A token credential that cannot
+// and transport errors are unknown outcomes. A 2xx answer without an
+// x-ms-request-id, which Blob Storage and Azurite send with every answer,
+// comes from another web server at the endpoint: a refusal naming it. A token credential that cannot
 // get a token is refused before any request is sent: when it has nothing to
 // get one with (azidentity reports it unavailable: DefaultAzureCredential
 // with no environment credentials, no managed identity and no az login),
