@@ -65,9 +65,12 @@ func Example() {
 	}
 }
 
-// Open a Decider by URL, as the leaderelect command does. With
-// AZURE_STORAGE_CONNECTION_STRING set (Azurite's, for instance), the URL
-// needs only the container and the blob.
+// Open a Decider by URL, as the leaderelect command does. storage_account
+// names the account whose key is in AZURE_STORAGE_KEY (or that Azure's
+// default credential chain reaches). With AZURE_STORAGE_CONNECTION_STRING set
+// instead (Azurite's, for instance), the URL names only the container and
+// the blob, azblob://elections/report-job: the connection string names the
+// account, and storage_account is then refused.
 func Example_url() {
 	d, err := leaderelection.OpenDecider(context.Background(), "azblob://elections/report-job?storage_account=myaccount")
 	if err != nil {
