@@ -82,3 +82,32 @@ func ExampleCreateTable() {
 		log.Fatal(err)
 	}
 }
+
+// Open a Decider by URL, as the leaderelect command does: the AWS SDK's
+// default configuration (environment, shared files, instance role), the
+// table "elections" and the item whose partition key "pk" is "report-job".
+// For DynamoDB Local, add &endpoint=http://127.0.0.1:8000.
+func Example_url() {
+	d, err := leaderelection.OpenDecider(context.Background(), "dynamodb://elections/report-job?region=eu-west-1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = d // use as Config.Decider
+}
+
+// Keep elections in a table that already exists for other items, keyed on
+// "PK" and "SK": each election is the item with PK "elections" and its own
+// SK.
+func ExampleWithSortKey() {
+	ctx := context.Background()
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := ledynamodb.NewDecider(dynamodb.NewFromConfig(cfg), "app-table", "elections",
+		ledynamodb.WithKeyAttribute("PK"), ledynamodb.WithSortKey("SK", "report-job"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = d // use as Config.Decider
+}
