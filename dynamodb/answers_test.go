@@ -436,3 +436,47 @@ func TestNotADynamoDBEndpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestTLSFailureIsRefused: an https endpoint whose TLS cannot succeed, as
+// DynamoDB Local's plain-HTTP port reached with https:// or a server whose
+// certificate this host does not trust, never gets a request: not an
+// unknown outcome retried for ever but a refusal naming the endpoint, and
+// Acquire ends.
+func TestTLSFailureIsRefused(t *testing.T) {
+	untrusted := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		t.Error("a request got through a TLS handshake that should fail")
+	}))
+	t.Cleanup(untrusted.Close)
+	for name, endpointOf := range map[string]func(t *testing.T) string{
+		"an untrusted certificate": func(*testing.T) string { return untrusted.URL },
+		"DynamoDB Local's http port as https": func(t *testing.T) string {
+			return strings.Replace(newStore(t).endpoint, "http://", "https://", 1)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			endpoint := endpointOf(t)
+			d, err := ledynamodb.NewDecider(newClient(t, endpoint), "elections", "key")
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := func(what string, err error) {
+				t.Helper()
+				if !errors.Is(err, entry.ErrRefused) {
+					t.Errorf("%s: %v; want an error wrapping entry.ErrRefused", what, err)
+					return
+				}
+				for _, w := range []string{endpoint, "dynamodb://elections/key"} {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: %q does not say %q", what, err, w)
+					}
+				}
+			}
+			_, err = d.ReadCurrent(t.Context())
+			check("ReadCurrent", err)
+			t.Logf("read: %v", err)
+			_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
+			check("WriteEntry", err)
+			check("Acquire", racedecidertest.AcquireEnds(t, d))
+		})
+	}
+}

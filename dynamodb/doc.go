@@ -46,7 +46,9 @@
 // request), among them those of an endpoint that is not DynamoDB at all (an
 // HTML page from a proxy, S3's XML, an empty body): the error names the
 // endpoint. So is a 2xx answer without DynamoDB's request id
-// (x-amzn-RequestId), which only another web server gives. TransactionConflictException and
+// (x-amzn-RequestId), which only another web server gives, and a TLS
+// handshake that cannot succeed (plain HTTP on an https:// endpoint, a
+// certificate this host does not accept). TransactionConflictException and
 // ReplicatedWriteConflictException, 400s that a later attempt may pass, are
 // not refusals.
 //
