@@ -160,8 +160,9 @@ func validBlobName(b string) error {
 func (d *Decider) String() string { return d.name }
 
 // ReadCurrent implements leaderelection.RaceDecider: it downloads the blob
-// with one Get Blob request, retried by the SDK under the client's retry
-// options. The token's Version is the blob's ETag and its CommitTime the
+// with one Get Blob request; one that fails in a way that may pass (a
+// transport error, a 5xx, throttling) is sent again under the client's
+// retry options, and so retried by the SDK. The token's Version is the blob's ETag and its CommitTime the
 // blob's Last-Modified time (whole seconds). A missing blob (404
 // BlobNotFound) reads as entry.NoElections; a missing container is a
 // refusal.
@@ -171,7 +172,17 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	}
 	opCtx, cancel := d.opContext(ctx)
 	defer cancel()
-	resp, err := d.blob.DownloadStream(opCtx, nil)
+	// A first attempt without the SDK's retries, so that an answer that
+	// will not change (a refusal, a missing blob) comes back at once: the
+	// SDK would retry a failed TLS handshake, say, until the caller's
+	// deadline hid it. A failure that may pass is then retried by the SDK
+	// under the client's retry options.
+	resp, err := d.blob.DownloadStream(policy.WithRetryOptions(opCtx, noRetries), nil)
+	if err != nil && opCtx.Err() == nil {
+		if o := classify(err, opRead); o == outcomeUnknown || o == outcomeThrottled {
+			resp, err = d.blob.DownloadStream(opCtx, nil)
+		}
+	}
 	if err != nil {
 		o := classify(err, opRead)
 		if o == outcomeMissing {
@@ -370,6 +381,9 @@ func (d *Decider) fail(ctx, opCtx context.Context, what string, o outcome, err e
 			// The SDK's text lists each credential tried and why it
 			// could not be used.
 			return fmt.Errorf("azblob: %s: %w: no Azure credentials are available: %w", what, entry.ErrRefused, redacted(err))
+		}
+		if why := tlsFailure(err); why != "" {
+			return fmt.Errorf("azblob: %s: %w: %s: %w", what, entry.ErrRefused, why, redacted(err))
 		}
 		if tokenOverHTTP(err) {
 			return fmt.Errorf("azblob: %s: %w: the client has a token credential and an http:// URL, and tokens are sent only to https:// endpoints "+

@@ -163,3 +163,52 @@ func TestTokenOverHTTPIsRefused(t *testing.T) {
 	check("Acquire", err)
 	t.Logf("Acquire: %v", err)
 }
+
+// TestTLSFailureIsRefused: an https endpoint whose TLS cannot succeed, as
+// Azurite's plain-HTTP port reached with https:// or a server whose
+// certificate this host does not trust, never gets a request: not an
+// unknown outcome retried for ever but a refusal naming the endpoint, and
+// Acquire ends.
+func TestTLSFailureIsRefused(t *testing.T) {
+	untrusted := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		t.Error("a request got through a TLS handshake that should fail")
+	}))
+	t.Cleanup(untrusted.Close)
+	for name, endpointOf := range map[string]func(t *testing.T) string{
+		"an untrusted certificate": func(*testing.T) string { return untrusted.URL + "/devstoreaccount1" },
+		"Azurite's http port as https": func(t *testing.T) string {
+			return strings.Replace(azurite(t).endpoint, "http://", "https://", 1)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			endpoint := endpointOf(t)
+			c, err := container.NewClientWithNoCredential(endpoint+"/elections", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := leazblob.NewDecider(c, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			host := endpoint[:strings.LastIndex(endpoint, "/")]
+			check := func(what string, err error) {
+				t.Helper()
+				if !errors.Is(err, entry.ErrRefused) {
+					t.Errorf("%s: %v; want an error wrapping entry.ErrRefused", what, err)
+					return
+				}
+				for _, w := range []string{host, "azblob://elections/job"} {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: %q does not say %q", what, err, w)
+					}
+				}
+			}
+			_, err = d.ReadCurrent(t.Context())
+			check("ReadCurrent", err)
+			t.Logf("read: %v", err)
+			_, err = d.WriteEntry(t.Context(), faultproxy.Record(0, "w-0", entry.LeaderToken{}))
+			check("WriteEntry", err)
+			check("Acquire", racedecidertest.AcquireEnds(t, d))
+		})
+	}
+}

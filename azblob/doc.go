@@ -36,7 +36,9 @@
 //
 // # Retries and unknown outcomes
 //
-// Reads are retried by the SDK under the client's retry options. Writes are
+// A read that fails in a way that may pass (a transport error, a 5xx,
+// throttling) is sent again under the client's retry options, and so
+// retried by the SDK; a refusal is returned at once. Writes are
 // sent with the SDK's retries turned off and retried by WriteEntry itself, up
 // to four attempts with a jittered backoff, after a transport error or a
 // 408, 500, 502, 503 or 504 answer. Retrying a conditional write is safe: an
@@ -63,7 +65,9 @@
 // retried with backoff. 500 OperationTimedOut, other 5xx
 // and transport errors are unknown outcomes. A 2xx answer without an
 // x-ms-request-id, which Blob Storage and Azurite send with every answer,
-// comes from another web server at the endpoint: a refusal naming it. A token credential that cannot
+// comes from another web server at the endpoint: a refusal naming it. So is
+// a TLS handshake that cannot succeed (plain HTTP on an https:// endpoint, a
+// certificate this host does not accept): no request was sent. A token credential that cannot
 // get a token is refused before any request is sent: when it has nothing to
 // get one with (azidentity reports it unavailable: DefaultAzureCredential
 // with no environment credentials, no managed identity and no az login),
