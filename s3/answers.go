@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -60,6 +61,9 @@ func classify(err error, req request) (class, string) {
 			return refused, refusal
 		}
 		return unknown, ""
+	}
+	if why := tlsFailure(err); why != "" {
+		return refused, why
 	}
 	var re *smithyhttp.ResponseError
 	if !errors.As(err, &re) || re.HTTPStatusCode() == 0 {
@@ -139,6 +143,23 @@ func statusAndCode(status int, code string, noBody bool) string {
 		return fmt.Sprintf("%d without an S3 error code", status)
 	}
 	return fmt.Sprintf("%d %s", status, code)
+}
+
+// tlsFailure says why no TLS connection to the endpoint can be made when
+// err is one of the failures that no retry cures, and "" otherwise: a server
+// answering https with plain HTTP (http.ErrSchemeMismatch: a local store's
+// port given as https://), or a certificate this host does not accept
+// (tls.CertificateVerificationError: an unknown authority, another host's
+// name, expired). The handshake comes before the request: none was sent.
+func tlsFailure(err error) string {
+	var cve *tls.CertificateVerificationError
+	switch {
+	case errors.Is(err, http.ErrSchemeMismatch):
+		return "the endpoint answers in plain HTTP, not HTTPS (use http:// for it)"
+	case errors.As(err, &cve):
+		return "the endpoint presents a certificate this host does not accept"
+	}
+	return ""
 }
 
 // isDNSError reports whether err is a failure to resolve the host name.

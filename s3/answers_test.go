@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/racedecidertest"
 	les3 "github.com/racedecider/leaderelection/s3"
 )
 
@@ -560,4 +561,46 @@ func TestContainerCredentialEndpointDown(t *testing.T) {
 	if n := len(store.hosts()); n != 0 {
 		t.Errorf("the store was asked %d times", n)
 	}
+}
+
+// TestTLSFailureIsRefused: an https endpoint whose TLS cannot succeed, as a
+// store's plain-HTTP port reached with https:// or a server whose
+// certificate this host does not trust, never gets a request: not an
+// unknown outcome retried for ever but a refusal naming the endpoint, and
+// Acquire ends.
+func TestTLSFailureIsRefused(t *testing.T) {
+	untrusted := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		t.Error("a request got through a TLS handshake that should fail")
+	}))
+	t.Cleanup(untrusted.Close)
+	run := func(t *testing.T, s *store, endpoint string) {
+		d, err := les3.NewDecider(s.client(t, endpoint), s.bucket, "key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := func(what string, err error) {
+			t.Helper()
+			if !errors.Is(err, entry.ErrRefused) {
+				t.Errorf("%s: %v; want an error wrapping entry.ErrRefused", what, err)
+				return
+			}
+			for _, w := range []string{endpoint, "s3://" + s.bucket + "/key"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: %q does not say %q", what, err, w)
+				}
+			}
+		}
+		_, err = d.ReadCurrent(t.Context())
+		check("ReadCurrent", err)
+		t.Logf("read: %v", err)
+		_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
+		check("WriteEntry", err)
+		check("Acquire", racedecidertest.AcquireEnds(t, d))
+	}
+	t.Run("an untrusted certificate", func(t *testing.T) {
+		run(t, &store{access: "test", secret: "test", bucket: "elections"}, untrusted.URL)
+	})
+	forEachStore(t, func(t *testing.T, s *store) {
+		run(t, s, strings.Replace(s.endpoint, "http://", "https://", 1))
+	})
 }
