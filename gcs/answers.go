@@ -1,6 +1,7 @@
 package gcs
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -59,6 +60,9 @@ func classify(err error, req request) (class, string) {
 	if errors.Is(err, storage.ErrBucketNotExist) {
 		return refused, "the bucket does not exist, or the endpoint is not Cloud Storage"
 	}
+	if why := tlsFailure(err); why != "" {
+		return refused, why
+	}
 	var gerr *googleapi.Error
 	if errors.As(err, &gerr) {
 		return classifyHTTP(gerr.Code, req)
@@ -74,6 +78,23 @@ func classify(err error, req request) (class, string) {
 		return refused, fmt.Sprintf("no usable Google credentials: the token endpoint answered %d %s", code, http.StatusText(code))
 	}
 	return unknown, ""
+}
+
+// tlsFailure says why no TLS connection to the endpoint can be made when
+// err is one of the failures that no retry cures, and "" otherwise: a server
+// answering https with plain HTTP (http.ErrSchemeMismatch: an emulator's
+// port given as https://), or a certificate this host does not accept
+// (tls.CertificateVerificationError: an unknown authority, another host's
+// name, expired). The handshake comes before the request: none was sent.
+func tlsFailure(err error) string {
+	var cve *tls.CertificateVerificationError
+	switch {
+	case errors.Is(err, http.ErrSchemeMismatch):
+		return "the endpoint answers in plain HTTP, not HTTPS (use http:// for it)"
+	case errors.As(err, &cve):
+		return "the endpoint presents a certificate this host does not accept"
+	}
+	return ""
 }
 
 // tokenEndpointStatus is the HTTP status with which an OAuth token endpoint

@@ -22,6 +22,7 @@ import (
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/gcs"
 	"github.com/racedecider/leaderelection/internal/faultproxy"
+	"github.com/racedecider/leaderelection/racedecidertest"
 )
 
 // errUnknown stands, in the tables below, for an error of unknown outcome:
@@ -278,6 +279,47 @@ func TestTokenEndpointAnswers(t *testing.T) {
 			if n := storeRequests.Load(); n != 0 {
 				t.Errorf("Cloud Storage got %d requests; none can be sent without a token", n)
 			}
+		})
+	}
+}
+
+// TestTLSFailureIsRefused: an https endpoint whose TLS cannot succeed, as an
+// emulator's plain-HTTP port reached with https:// or a server whose
+// certificate this host does not trust, never gets a request: not an
+// unknown outcome retried for ever but a refusal naming the object, and
+// Acquire ends.
+func TestTLSFailureIsRefused(t *testing.T) {
+	untrusted := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		t.Error("a request got through a TLS handshake that should fail")
+	}))
+	t.Cleanup(untrusted.Close)
+	for name, addrOf := range map[string]func(t *testing.T) string{
+		"an untrusted certificate":             func(*testing.T) string { return untrusted.Listener.Addr().String() },
+		"fake-gcs-server's http port as https": func(t *testing.T) string { return newEmulator(t).addr },
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := storage.NewClient(t.Context(), option.WithEndpoint("https://"+addrOf(t)+"/storage/v1/"), option.WithoutAuthentication())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			d := newDecider(t, c, "job")
+			check := func(what string, err error) {
+				t.Helper()
+				if !errors.Is(err, entry.ErrRefused) {
+					t.Errorf("%s: %v; want an error wrapping entry.ErrRefused", what, err)
+					return
+				}
+				if !strings.Contains(err.Error(), "gs://"+testBucket+"/job") {
+					t.Errorf("%s: %q does not name the object", what, err)
+				}
+			}
+			_, err = d.ReadCurrent(t.Context())
+			check("ReadCurrent", err)
+			t.Logf("read: %v", err)
+			_, err = d.WriteEntry(t.Context(), faultproxy.Record(0, "w-0", entry.LeaderToken{}))
+			check("WriteEntry", err)
+			check("Acquire", racedecidertest.AcquireEnds(t, d))
 		})
 	}
 }
