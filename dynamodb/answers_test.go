@@ -380,8 +380,26 @@ var notDynamoDBPages = []struct {
 	// POST. An empty body or "{}" decodes as a GetItem finding no item
 	// and a PutItem that succeeded, so that every candidate won.
 	{"empty 200", "", "", 200},
-	{"JSON {} 200", "application/x-amz-json-1.0", "{}", 200},
+	{"JSON {} 200", "application/json", "{}", 200},
 	{"HTML 200", "text/html", "<html><body>Welcome</body></html>", 200},
+}
+
+// TestDynamoDBCompatibleAnswer: a 2xx answer in DynamoDB's protocol (its
+// content type) without DynamoDB's request id, as a DynamoDB-compatible
+// store may give, is believed.
+func TestDynamoDBCompatibleAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		_, _ = io.WriteString(w, "{}")
+	}))
+	t.Cleanup(srv.Close)
+	d, err := ledynamodb.NewDecider(newClient(t, srv.URL), "elections", "key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := d.ReadCurrent(t.Context()); err != nil || rec.ElectionNumber != entry.NoElections {
+		t.Errorf("ReadCurrent = %+v, %v; want no record", rec, err)
+	}
 }
 
 // TestNotADynamoDBEndpoint points the backend at servers that answer every

@@ -45,8 +45,9 @@
 // any other 4xx answer but 408 and 429 (DynamoDB did not act on the
 // request), among them those of an endpoint that is not DynamoDB at all (an
 // HTML page from a proxy, S3's XML, an empty body): the error names the
-// endpoint. So is a 2xx answer without DynamoDB's request id
-// (x-amzn-RequestId), which only another web server gives, and a TLS
+// endpoint. So is a 2xx answer with neither DynamoDB's request id
+// (x-amzn-RequestId) nor its content type (application/x-amz-json-1.0),
+// which only another web server gives, and a TLS
 // handshake that cannot succeed (plain HTTP on an https:// endpoint, a
 // certificate this host does not accept). TransactionConflictException and
 // ReplicatedWriteConflictException, 400s that a later attempt may pass, are

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -134,8 +135,10 @@ func urlEndpoint(err error) string {
 }
 
 // notDynamoDB returns an error wrapping entry.ErrRefused if resp is a 2xx
-// answer without the request id DynamoDB (and DynamoDB Local) puts on every
-// answer, and nil otherwise. Such an answer comes from a server that is not
+// answer that carries neither the request id DynamoDB (and DynamoDB Local)
+// puts on every answer nor the content type of DynamoDB's protocol
+// (application/x-amz-json-1.0, which DynamoDB-compatible stores send too),
+// and nil otherwise. Such an answer comes from a server that is not
 // DynamoDB (an endpoint that points at some other web server): not an
 // unknown outcome to retry for ever, and never a success, since an empty
 // body or "{}" decodes as a GetItem that found no item and a PutItem that
@@ -144,7 +147,10 @@ func notDynamoDB(resp *http.Response) error {
 	if resp == nil || resp.StatusCode < 200 || resp.StatusCode >= 300 || resp.Header.Get("X-Amzn-Requestid") != "" {
 		return nil
 	}
-	return fmt.Errorf("%w: %s answered %d without a DynamoDB request id (x-amzn-RequestId): is it a DynamoDB endpoint?",
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil && strings.HasPrefix(mt, "application/x-amz-json-") {
+		return nil
+	}
+	return fmt.Errorf("%w: %s answered %d with neither a DynamoDB request id (x-amzn-RequestId) nor DynamoDB's content type (application/x-amz-json-1.0): is it a DynamoDB endpoint?",
 		entry.ErrRefused, endpointOf(resp), resp.StatusCode)
 }
 
