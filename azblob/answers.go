@@ -2,7 +2,6 @@ package azblob
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+
+	"github.com/racedecider/leaderelection/internal/tlsfail"
 )
 
 // op is the kind of request an answer came back to.
@@ -54,7 +55,7 @@ func classify(err error, o op) outcome {
 			// changes.
 			return outcomeRefused
 		}
-		if tlsFailure(err) != "" {
+		if tlsfail.Why(err) != "" {
 			// No TLS connection to the endpoint can be made: no request
 			// was sent, and none will be until the URL or the
 			// certificate changes.
@@ -142,23 +143,6 @@ func classify(err error, o op) outcome {
 		return outcomeRefused
 	}
 	return outcomeUnknown
-}
-
-// tlsFailure says why no TLS connection to the endpoint can be made when
-// err is one of the failures that no retry cures, and "" otherwise: a server
-// answering https with plain HTTP (http.ErrSchemeMismatch: Azurite's port
-// given as https://), or a certificate this host does not accept
-// (tls.CertificateVerificationError: an unknown authority, another host's
-// name, expired). The handshake comes before the request: none was sent.
-func tlsFailure(err error) string {
-	var cve *tls.CertificateVerificationError
-	switch {
-	case errors.Is(err, http.ErrSchemeMismatch):
-		return "the endpoint answers in plain HTTP, not HTTPS (use http:// for it)"
-	case errors.As(err, &cve):
-		return "the endpoint presents a certificate this host does not accept"
-	}
-	return ""
 }
 
 // requestIDHeader is on every answer Blob Storage (and Azurite) gives.
@@ -254,7 +238,7 @@ func transient(err error) bool {
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
 		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
-			!entraRefused(err) && !noCredential(err) && !tokenOverHTTP(err) && tlsFailure(err) == ""
+			!entraRefused(err) && !noCredential(err) && !tokenOverHTTP(err) && tlsfail.Why(err) == ""
 	}
 	switch re.StatusCode {
 	case http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusBadGateway,

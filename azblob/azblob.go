@@ -24,6 +24,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/tlsfail"
 )
 
 // DefaultTimeout bounds each ReadCurrent and WriteEntry call, retries
@@ -382,7 +383,7 @@ func (d *Decider) fail(ctx, opCtx context.Context, what string, o outcome, err e
 			// could not be used.
 			return fmt.Errorf("azblob: %s: %w: no Azure credentials are available: %w", what, entry.ErrRefused, redacted(err))
 		}
-		if why := tlsFailure(err); why != "" {
+		if why := tlsfail.Why(err); why != "" {
 			return fmt.Errorf("azblob: %s: %w: %s: %w", what, entry.ErrRefused, why, redacted(err))
 		}
 		if tokenOverHTTP(err) {

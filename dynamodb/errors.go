@@ -1,12 +1,10 @@
 package dynamodb
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/awscreds"
+	"github.com/racedecider/leaderelection/internal/tlsfail"
 )
 
 // classify maps an error from a DynamoDB call to the class the engine acts
@@ -33,7 +32,7 @@ func classify(err error) error {
 		}
 		return nil
 	}
-	if why := tlsFailure(err); why != "" {
+	if why := tlsfail.Why(err); why != "" {
 		return fmt.Errorf("%w: %s", entry.ErrRefused, why)
 	}
 	code := ""
@@ -103,35 +102,6 @@ func classify(err error) error {
 		resp = re.Response.Response
 	}
 	return fmt.Errorf("%w: %s answered %s", entry.ErrRefused, endpointOf(resp), what)
-}
-
-// tlsFailure says why no TLS connection to the endpoint can be made when
-// err is one of the failures that no retry cures, and "" otherwise: a server
-// answering https with plain HTTP (http.ErrSchemeMismatch: DynamoDB Local's
-// port given as https://), or a certificate this host does not accept
-// (tls.CertificateVerificationError: an unknown authority, another host's
-// name, expired). The handshake comes before the request: none was sent.
-func tlsFailure(err error) string {
-	var cve *tls.CertificateVerificationError
-	switch {
-	case errors.Is(err, http.ErrSchemeMismatch):
-		return urlEndpoint(err) + " answers in plain HTTP, not HTTPS (use http:// for it)"
-	case errors.As(err, &cve):
-		return urlEndpoint(err) + " presents a certificate this host does not accept: " + cve.Err.Error()
-	}
-	return ""
-}
-
-// urlEndpoint names the endpoint of the request that err, a transport
-// error, failed: its scheme and host.
-func urlEndpoint(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
-			return "endpoint " + u.Scheme + "://" + u.Host
-		}
-	}
-	return "the endpoint"
 }
 
 // notDynamoDB returns an error wrapping entry.ErrRefused if resp is a 2xx

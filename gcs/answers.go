@@ -1,7 +1,6 @@
 package gcs
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +12,8 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/racedecider/leaderelection/internal/tlsfail"
 )
 
 // class is what one Cloud Storage answer means for the election: the four
@@ -60,7 +61,7 @@ func classify(err error, req request) (class, string) {
 	if errors.Is(err, storage.ErrBucketNotExist) {
 		return refused, "the bucket does not exist, or the endpoint is not Cloud Storage"
 	}
-	if why := tlsFailure(err); why != "" {
+	if why := tlsfail.Why(err); why != "" {
 		return refused, why
 	}
 	var gerr *googleapi.Error
@@ -78,23 +79,6 @@ func classify(err error, req request) (class, string) {
 		return refused, fmt.Sprintf("no usable Google credentials: the token endpoint answered %d %s", code, http.StatusText(code))
 	}
 	return unknown, ""
-}
-
-// tlsFailure says why no TLS connection to the endpoint can be made when
-// err is one of the failures that no retry cures, and "" otherwise: a server
-// answering https with plain HTTP (http.ErrSchemeMismatch: an emulator's
-// port given as https://), or a certificate this host does not accept
-// (tls.CertificateVerificationError: an unknown authority, another host's
-// name, expired). The handshake comes before the request: none was sent.
-func tlsFailure(err error) string {
-	var cve *tls.CertificateVerificationError
-	switch {
-	case errors.Is(err, http.ErrSchemeMismatch):
-		return "the endpoint answers in plain HTTP, not HTTPS (use http:// for it)"
-	case errors.As(err, &cve):
-		return "the endpoint presents a certificate this host does not accept"
-	}
-	return ""
 }
 
 // tokenEndpointStatus is the HTTP status with which an OAuth token endpoint

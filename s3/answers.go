@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +11,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/racedecider/leaderelection/internal/awscreds"
+	"github.com/racedecider/leaderelection/internal/tlsfail"
 )
 
 // class is what one S3 answer means for the election: the four classes of
@@ -62,7 +62,7 @@ func classify(err error, req request) (class, string) {
 		}
 		return unknown, ""
 	}
-	if why := tlsFailure(err); why != "" {
+	if why := tlsfail.Why(err); why != "" {
 		return refused, why
 	}
 	var re *smithyhttp.ResponseError
@@ -143,23 +143,6 @@ func statusAndCode(status int, code string, noBody bool) string {
 		return fmt.Sprintf("%d without an S3 error code", status)
 	}
 	return fmt.Sprintf("%d %s", status, code)
-}
-
-// tlsFailure says why no TLS connection to the endpoint can be made when
-// err is one of the failures that no retry cures, and "" otherwise: a server
-// answering https with plain HTTP (http.ErrSchemeMismatch: a local store's
-// port given as https://), or a certificate this host does not accept
-// (tls.CertificateVerificationError: an unknown authority, another host's
-// name, expired). The handshake comes before the request: none was sent.
-func tlsFailure(err error) string {
-	var cve *tls.CertificateVerificationError
-	switch {
-	case errors.Is(err, http.ErrSchemeMismatch):
-		return "the endpoint answers in plain HTTP, not HTTPS (use http:// for it)"
-	case errors.As(err, &cve):
-		return "the endpoint presents a certificate this host does not accept"
-	}
-	return ""
 }
 
 // isDNSError reports whether err is a failure to resolve the host name.
