@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,11 @@ type Decider struct {
 func NewDecider(client kubernetes.Interface, namespace, name string) (*Decider, error) {
 	if client == nil {
 		return nil, errors.New("kube: NewDecider with a nil client")
+	}
+	if v := reflect.ValueOf(client); v.Kind() == reflect.Pointer && v.IsNil() {
+		// A clientset left nil, as kubernetes.NewForConfig returns one
+		// with its error: its methods would panic on the first call.
+		return nil, fmt.Errorf("kube: NewDecider with a nil client (%T)", client)
 	}
 	if err := checkNames(namespace, name); err != nil {
 		return nil, err

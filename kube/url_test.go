@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/kubernetes"
+
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/kube"
 )
@@ -83,5 +85,15 @@ func TestOpenDecider(t *testing.T) {
 	t.Cleanup(func() { _ = kd.Close() })
 	if e, err := d.ReadCurrent(t.Context()); err != nil || !e.Token.IsZero() {
 		t.Fatalf("ReadCurrent of a new election = %+v, %v", e, err)
+	}
+}
+
+// TestNewDeciderNilClient: a clientset left nil (kubernetes.NewForConfig
+// returns one with its error) is an error naming it, not a panic.
+func TestNewDeciderNilClient(t *testing.T) {
+	var cs *kubernetes.Clientset
+	d, err := kube.NewDecider(cs, "default", "election")
+	if err == nil || !strings.Contains(err.Error(), "nil client (*kubernetes.Clientset)") {
+		t.Fatalf("NewDecider(nil *kubernetes.Clientset) = %v, %v; want an error naming the nil client", d, err)
 	}
 }
