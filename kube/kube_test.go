@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -338,5 +339,48 @@ func TestLeaseHeldWithNoEnd(t *testing.T) {
 				t.Fatalf("Acquire = %v, want an error wrapping entry.ErrCorruptRecord", err)
 			}
 		})
+	}
+}
+
+// TestClientGoOverRecordAtTheTop: a client-go elector's spec over a record
+// of ours numbered at the top of int64 (made by hand: the codec takes any
+// non-negative number) reads as numbered no lower than that record, not
+// wrapped round to a negative term; and Acquire ends on it, naming the
+// Lease, rather than begin a tenure numbered below the terms before it.
+func TestClientGoOverRecordAtTheTop(t *testing.T) {
+	cfg := adminConfig(t)
+	name := freshLease()
+	d := newDecider(t, cfg, name)
+	leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
+	stale := &entry.RaceEntry{ElectionNumber: math.MaxInt64, Term: math.MaxInt64 - 5, LeaderID: "ours",
+		TermExpiry: time.Now().Add(-time.Hour), Released: true}
+	data, err := entry.Marshal(stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquired := metav1.NewMicroTime(time.Now().Add(-time.Minute))
+	holder, dur, transitions := "client-go-x", int32(15), int32(4)
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Annotations: map[string]string{kube.RecordAnnotation: string(data)}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur,
+			RenewTime: &acquired, AcquireTime: &acquired, LeaseTransitions: &transitions},
+	}
+	if _, err := leases.Create(t.Context(), l, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := d.ReadCurrent(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.LeaderID != holder || e.Term < stale.Term || e.ElectionNumber < stale.ElectionNumber {
+		t.Fatalf("client-go Lease over our record numbered election %d, term %d read as held by %q, election %d, term %d; want held by %s, numbered no lower",
+			stale.ElectionNumber, stale.Term, e.LeaderID, e.ElectionNumber, e.Term, holder)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	acfg := leaderelection.Config{Decider: d, LeaderID: "ours", TermLength: time.Second, MaxClockSkew: 100 * time.Millisecond,
+		OnElected: func(_ context.Context, tv *leaderelection.TimeView) { t.Errorf("elected with term %d", tv.Term()) }}
+	if err := acfg.Acquire(ctx); !errors.Is(err, entry.ErrCorruptRecord) || !strings.Contains(err.Error(), namespace+"/"+name) {
+		t.Fatalf("Acquire = %v; want an error wrapping entry.ErrCorruptRecord naming %s/%s", err, namespace, name)
 	}
 }

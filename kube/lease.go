@@ -203,7 +203,7 @@ func foreignEntry(l *coordinationv1.Lease, stale *entry.RaceEntry) *entry.RaceEn
 	}
 	switch {
 	case stale != nil:
-		e.Term = max(stale.ElectionNumber, stale.Term, 0) + 1
+		e.Term = addCapped(max(stale.ElectionNumber, stale.Term, 0), 1)
 	case s.LeaseTransitions != nil:
 		e.Term = int64(max(*s.LeaseTransitions, 0))
 	}
@@ -238,16 +238,29 @@ func foreignEntry(l *coordinationv1.Lease, stale *entry.RaceEntry) *entry.RaceEn
 			from -= releaseMargin.Microseconds()
 		}
 		if stale != nil {
-			e.Term += max(from-stale.TermExpiry.UnixMicro(), 0)
+			e.Term = addCapped(e.Term, max(from-stale.TermExpiry.UnixMicro(), 0))
 		} else {
 			e.Term = max(e.Term, from)
 		}
 		if e.LeaderID != "" {
-			e.ElectionNumber = e.Term + max(e.TermExpiry.UnixMicro()-acquired, 0)
+			e.ElectionNumber = addCapped(e.Term, max(e.TermExpiry.UnixMicro()-acquired, 0))
 		}
 	}
 	e.ElectionNumber = max(e.ElectionNumber, e.Term)
 	return e
+}
+
+// addCapped is a + b for b >= 0, or math.MaxInt64 where that would overflow.
+// A stale record of ours numbered near the top of int64 (made by hand: the
+// codec accepts any non-negative number) would otherwise number the
+// client-go tenure over it negative, below every Term seen, and the next
+// tenure from there. Capped, the record says it leaves no number above it,
+// and the engine refuses to campaign on it, naming the Lease.
+func addCapped(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // releaseMargin is how far before its acquireTime a client-go release is
