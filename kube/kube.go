@@ -10,6 +10,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -175,7 +176,9 @@ func (d *Decider) readMissing(ctx context.Context) (*entry.RaceEntry, error) {
 // resourceVersion in rentry.Token. The update starts from the Lease as last
 // read or written, or as the watch last delivered it (one GET first if this
 // Decider has not seen that version), so that fields and annotations it does
-// not own are kept.
+// not own are kept. An update answered 409 Conflict over a Lease whose record
+// (our annotation and the spec) is unchanged, its metadata alone edited, is
+// sent again over the Lease as it is now, up to metadataRetries times.
 func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entry.LeaderToken, error) {
 	if err := ctx.Err(); err != nil {
 		return entry.LeaderToken{}, fmt.Errorf("kube: write %s: %w", d.name, err)
@@ -221,15 +224,49 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		}
 		prev = cur
 	}
-	l := prev.DeepCopy()
-	setRecord(l, rentry, data, prev, now)
-	sent := d.sending()
-	out, err := d.leases.Update(ctx, l, metav1.UpdateOptions{})
-	if err != nil {
-		return entry.LeaderToken{}, d.fail(ctx, "update", reqUpdate, sent, err)
+	for attempt := 1; ; attempt++ {
+		l := prev.DeepCopy()
+		setRecord(l, rentry, data, prev, now)
+		sent := d.sending()
+		out, err := d.leases.Update(ctx, l, metav1.UpdateOptions{})
+		if err == nil {
+			d.remember(out)
+			return token(out), nil
+		}
+		werr := d.fail(ctx, "update", reqUpdate, sent, err)
+		if !errors.Is(werr, errRaceLost) || !apierrors.IsConflict(err) || attempt == metadataRetries {
+			return entry.LeaderToken{}, werr
+		}
+		// The Lease changed since prev, and the update was not applied.
+		// A change of its metadata alone (kubectl label or annotate, a
+		// controller adding an owner reference) leaves the record
+		// conditioned on in place: write over the Lease as it is now,
+		// rather than report a lost race, which ends a leader's tenure.
+		// Any write of a record changes the annotation (its write id).
+		cur, gerr := d.leases.Get(ctx, d.lease, metav1.GetOptions{})
+		if gerr != nil {
+			// Not applied, whatever the GET met: the engine reads.
+			return entry.LeaderToken{}, werr
+		}
+		d.remember(cur)
+		if !sameRecord(cur, prev) {
+			return entry.LeaderToken{}, werr
+		}
+		prev = cur
 	}
-	d.remember(out)
-	return token(out), nil
+}
+
+// metadataRetries is how many updates WriteEntry sends over a Lease whose
+// metadata alone keeps changing under it before it reports a lost race.
+const metadataRetries = 3
+
+// sameRecord reports whether a and b hold the same election record: the
+// same annotation of ours (or none) and the same spec, whatever else of
+// their metadata differs.
+func sameRecord(a, b *coordinationv1.Lease) bool {
+	ra, oka := a.Annotations[RecordAnnotation]
+	rb, okb := b.Annotations[RecordAnnotation]
+	return oka == okb && ra == rb && apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
 }
 
 // seen returns the Lease at resourceVersion rv if this Decider has it: as

@@ -384,3 +384,68 @@ func TestClientGoOverRecordAtTheTop(t *testing.T) {
 		t.Fatalf("Acquire = %v; want an error wrapping entry.ErrCorruptRecord naming %s/%s", err, namespace, name)
 	}
 }
+
+// TestMetadataChangeIsNoLostRace: a change of the Lease's metadata alone
+// (kubectl label, say) leaves the record a write was conditioned on in
+// place: the write lands, keeping the label, rather than lose a race that
+// nobody ran (which ends a leader's tenure). A write of a record between
+// them still loses.
+func TestMetadataChangeIsNoLostRace(t *testing.T) {
+	cfg := adminConfig(t)
+	name := freshLease()
+	d := newDecider(t, cfg, name)
+	leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
+	label := func(k string) {
+		t.Helper()
+		l, err := leases.Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Labels == nil {
+			l.Labels = map[string]string{}
+		}
+		l.Labels[k] = "yes"
+		if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Now()
+	first := &entry.RaceEntry{ElectionNumber: t0.UnixMicro(), Term: t0.UnixMicro(), LeaderID: "ours", TermExpiry: t0.Add(time.Minute), WriteID: "w1"}
+	tok, err := d.WriteEntry(t.Context(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	label("labelled")
+	ext := &entry.RaceEntry{ElectionNumber: first.ElectionNumber + 1, Term: first.Term, LeaderID: "ours", TermExpiry: t0.Add(2 * time.Minute), WriteID: "w2", Token: tok}
+	tok2, err := d.WriteEntry(t.Context(), ext)
+	if err != nil {
+		t.Fatalf("extension over a Lease whose labels alone changed: %v; want it written", err)
+	}
+	l, err := leases.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := d.ReadCurrent(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.WriteID != "w2" || !e.Token.SameVersion(tok2) || l.Labels["labelled"] != "yes" {
+		t.Fatalf("after the extension: record %+v, labels %v; want write w2 at %s, the label kept", e, l.Labels, tok2.Version)
+	}
+
+	// Another writer's record, then a label: the record conditioned on
+	// is gone.
+	other := newDecider(t, cfg, name)
+	taken := &entry.RaceEntry{ElectionNumber: ext.ElectionNumber + 1, Term: ext.ElectionNumber + 1, LeaderID: "other", TermExpiry: t0.Add(3 * time.Minute), WriteID: "w3", Token: tok2}
+	if _, err := other.WriteEntry(t.Context(), taken); err != nil {
+		t.Fatal(err)
+	}
+	label("again")
+	late := &entry.RaceEntry{ElectionNumber: ext.ElectionNumber + 1, Term: first.Term, LeaderID: "ours", TermExpiry: t0.Add(3 * time.Minute), WriteID: "w4", Token: tok2}
+	if _, err := d.WriteEntry(t.Context(), late); !errors.Is(err, entry.ErrRaceLost) {
+		t.Fatalf("write over a record another writer replaced: %v; want entry.ErrRaceLost", err)
+	}
+	if e, err := d.ReadCurrent(t.Context()); err != nil || e.WriteID != "w3" {
+		t.Fatalf("record %+v, %v; want the other writer's w3", e, err)
+	}
+}
