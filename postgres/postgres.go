@@ -250,9 +250,12 @@ func (d *Decider) read(ctx context.Context) (*entry.RaceEntry, []byte, error) {
 	opCtx, cancel := d.opContext(ctx)
 	defer cancel()
 	var (
-		version      int64
+		// Pointers, for a row written by something else into a table
+		// whose columns allow NULL: a NULL is a corrupt record, where a
+		// failed scan would be an unknown error read again for ever.
+		version      *int64
 		data, secret []byte
-		commit       time.Time
+		commit       *time.Time
 	)
 	err := d.queryRow(opCtx, d.readSQL, []any{d.election}, &version, &data, &commit, &secret)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -261,11 +264,17 @@ func (d *Decider) read(ctx context.Context) (*entry.RaceEntry, []byte, error) {
 	if err != nil {
 		return nil, nil, d.fail(ctx, opCtx, "read "+d.name, err, false)
 	}
+	switch {
+	case version == nil:
+		return nil, nil, fmt.Errorf("postgres: record in %s: %w: version is NULL", d.name, entry.ErrCorruptRecord)
+	case commit == nil:
+		return nil, nil, fmt.Errorf("postgres: record in %s (version %d): %w: committed_at is NULL", d.name, *version, entry.ErrCorruptRecord)
+	}
 	e, err := entry.Unmarshal(data)
 	if err != nil {
-		return nil, nil, fmt.Errorf("postgres: record in %s (version %d): %w", d.name, version, err)
+		return nil, nil, fmt.Errorf("postgres: record in %s (version %d): %w", d.name, *version, err)
 	}
-	e.Token = entry.LeaderToken{Version: strconv.FormatInt(version, 10), CommitTime: commit}
+	e.Token = entry.LeaderToken{Version: strconv.FormatInt(*version, 10), CommitTime: *commit}
 	return e, secret, nil
 }
 

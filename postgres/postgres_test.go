@@ -60,6 +60,36 @@ func TestCorruptRecord(t *testing.T) {
 	}, d.String())
 }
 
+// TestNullColumns: a row with NULL where a record needs a value (a table
+// made by hand without NOT NULL, written by something else) is a corrupt
+// record naming the table and row, and Acquire ends on it, rather than a
+// read that fails to scan and is retried for ever.
+func TestNullColumns(t *testing.T) {
+	pool := newPool(t, serverDSN(t), 0)
+	for _, col := range []string{"version", "committed_at"} {
+		t.Run(col, func(t *testing.T) {
+			table := freshTable(t, pool)
+			ident := pgx.Identifier{table}.Sanitize()
+			election := freshName("election")
+			d := newDecider(t, pool, table, election)
+			data, err := entry.Marshal(faultproxy.Record(1, "w1", entry.LeaderToken{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			exec(t, pool, "ALTER TABLE "+ident+" ALTER COLUMN "+col+" DROP NOT NULL")
+			exec(t, pool, "INSERT INTO "+ident+" (name, version, record, committed_at, secret) VALUES ($1, 1, $2, now(), '')", election, data)
+			exec(t, pool, "UPDATE "+ident+" SET "+col+" = NULL WHERE name = $1", election)
+			_, err = d.ReadCurrent(t.Context())
+			if !errors.Is(err, entry.ErrCorruptRecord) || !strings.Contains(err.Error(), d.String()) || !strings.Contains(err.Error(), col) {
+				t.Fatalf("ReadCurrent of a row with %s NULL: %v; want entry.ErrCorruptRecord naming %s and the column", col, err, d.String())
+			}
+			if err := racedecidertest.AcquireEnds(t, d); !errors.Is(err, entry.ErrCorruptRecord) {
+				t.Errorf("Acquire on a row with %s NULL: %v; want it to end with entry.ErrCorruptRecord", col, err)
+			}
+		})
+	}
+}
+
 // TestMissingTable checks that a missing table (or schema) is a refusal, on
 // reads and writes, naming the table, and never an empty election.
 func TestMissingTable(t *testing.T) {
