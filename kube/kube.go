@@ -43,10 +43,12 @@ type Decider struct {
 	// or 0 when the last answer was not a 401 (see fail).
 	sent, unauthorized atomic.Uint64
 
-	mu     sync.Mutex
-	last   *coordinationv1.Lease // the Lease most recently read or written
-	w      *watcher
-	closed bool
+	mu   sync.Mutex
+	last *coordinationv1.Lease // the Lease most recently read or written
+	// written is the Lease most recently written (see wrote).
+	written *coordinationv1.Lease
+	w       *watcher
+	closed  bool
 }
 
 // NewDecider returns a Decider on the Lease name in namespace, through
@@ -131,6 +133,18 @@ func (d *Decider) remember(l *coordinationv1.Lease) {
 	d.mu.Unlock()
 }
 
+// wrote is remember for a Lease this Decider wrote, which it also keeps
+// apart: a leader's next extension is conditioned on it, and reads between
+// (a Watch or a resolver on the same Decider) must not make it fetch the
+// Lease again, finding a resourceVersion that metadata edited since moved
+// on, and lose a race nobody ran (see WriteEntry).
+func (d *Decider) wrote(l *coordinationv1.Lease) {
+	d.remember(l)
+	d.mu.Lock()
+	d.written = l
+	d.mu.Unlock()
+}
+
 // ReadCurrent implements leaderelection.RaceDecider. It reads the Lease
 // with a quorum read (no resourceVersion, so not from the watch cache).
 func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
@@ -196,7 +210,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		if err != nil {
 			return entry.LeaderToken{}, d.fail(ctx, "create", reqCreate, sent, err)
 		}
-		d.remember(out)
+		d.wrote(out)
 		return token(out), nil
 	}
 
@@ -230,7 +244,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		sent := d.sending()
 		out, err := d.leases.Update(ctx, l, metav1.UpdateOptions{})
 		if err == nil {
-			d.remember(out)
+			d.wrote(out)
 			return token(out), nil
 		}
 		werr := d.fail(ctx, "update", reqUpdate, sent, err)
@@ -270,15 +284,18 @@ func sameRecord(a, b *coordinationv1.Lease) bool {
 }
 
 // seen returns the Lease at resourceVersion rv if this Decider has it: as
-// last read or written, or as its watch delivered it last (a candidate woken
-// by a pushed release writes over that, without a GET on the hand-over's
-// critical path). Nil otherwise. The result is shared: copy it to modify it.
+// last read or written, as it last wrote it, or as its watch delivered it
+// last (a candidate woken by a pushed release writes over that, without a
+// GET on the hand-over's critical path). Nil otherwise. The result is
+// shared: copy it to modify it.
 func (d *Decider) seen(rv string) *coordinationv1.Lease {
 	d.mu.Lock()
-	last, w := d.last, d.w
+	last, written, w := d.last, d.written, d.w
 	d.mu.Unlock()
-	if last != nil && last.ResourceVersion == rv {
-		return last
+	for _, l := range []*coordinationv1.Lease{last, written} {
+		if l != nil && l.ResourceVersion == rv {
+			return l
+		}
 	}
 	if w == nil {
 		return nil

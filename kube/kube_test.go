@@ -449,3 +449,36 @@ func TestMetadataChangeIsNoLostRace(t *testing.T) {
 		t.Fatalf("record %+v, %v; want the other writer's w3", e, err)
 	}
 }
+
+// TestMetadataChangeWithReadBetween: a leader's extension is conditioned on
+// its own last write even when a read on the same Decider (a Watch beside
+// the candidate) has since found the Lease with its metadata edited: the
+// write lands, where it fetched the Lease, found another resourceVersion and
+// lost a race nobody ran.
+func TestMetadataChangeWithReadBetween(t *testing.T) {
+	cfg := adminConfig(t)
+	name := freshLease()
+	d := newDecider(t, cfg, name)
+	leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
+	t0 := time.Now()
+	first := &entry.RaceEntry{ElectionNumber: t0.UnixMicro(), Term: t0.UnixMicro(), LeaderID: "ours", TermExpiry: t0.Add(time.Minute), WriteID: "w1"}
+	tok, err := d.WriteEntry(t.Context(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := leases.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Labels = map[string]string{"labelled": "yes"}
+	if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := d.ReadCurrent(t.Context()); err != nil || e.WriteID != "w1" || e.Token.SameVersion(tok) {
+		t.Fatalf("read after the label: %+v, %v; want w1 at a new resourceVersion", e, err)
+	}
+	ext := &entry.RaceEntry{ElectionNumber: first.ElectionNumber + 1, Term: first.Term, LeaderID: "ours", TermExpiry: t0.Add(2 * time.Minute), WriteID: "w2", Token: tok}
+	if _, err := d.WriteEntry(t.Context(), ext); err != nil {
+		t.Fatalf("extension conditioned on our last write, its labels edited since and read: %v; want it written", err)
+	}
+}
