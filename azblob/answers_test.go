@@ -196,15 +196,7 @@ func TestNotABlobStorageEndpoint(t *testing.T) {
 			}
 			check := func(what string, err error) {
 				t.Helper()
-				if !errors.Is(err, entry.ErrRefused) {
-					t.Errorf("%s: %v; want an error wrapping entry.ErrRefused", what, err)
-					return
-				}
-				for _, w := range []string{srv.URL, "azblob://elections/job", "x-ms-request-id"} {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("%s: %q does not say %q", what, err, w)
-					}
-				}
+				racedecidertest.CheckRefusal(t, what, err, srv.URL, "azblob://elections/job", "x-ms-request-id")
 			}
 			_, err = d.ReadCurrent(t.Context())
 			check("ReadCurrent", err)

@@ -64,15 +64,7 @@ func TestNoCredentialIsRefused(t *testing.T) {
 	d := tokenDecider(t, cred)
 	check := func(what string, err error) {
 		t.Helper()
-		if !errors.Is(err, entry.ErrRefused) {
-			t.Errorf("%s: err = %v, want entry.ErrRefused", what, err)
-			return
-		}
-		for _, w := range []string{"azblob://elections/job", "no Azure credentials are available", "AzureCLICredential"} {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: %q does not say %q", what, err, w)
-			}
-		}
+		racedecidertest.CheckRefusal(t, what, err, "azblob://elections/job", "no Azure credentials are available", "AzureCLICredential")
 	}
 	_, err = d.ReadCurrent(t.Context())
 	check("ReadCurrent", err)
@@ -145,15 +137,7 @@ func TestTokenOverHTTPIsRefused(t *testing.T) {
 	}
 	check := func(what string, err error) {
 		t.Helper()
-		if !errors.Is(err, entry.ErrRefused) {
-			t.Errorf("%s: err = %v, want entry.ErrRefused", what, err)
-			return
-		}
-		for _, w := range []string{s.objectName("job"), "https"} {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: %q does not say %q", what, err, w)
-			}
-		}
+		racedecidertest.CheckRefusal(t, what, err, s.objectName("job"), "https")
 	}
 	_, err = d.ReadCurrent(t.Context())
 	check("ReadCurrent", err)
@@ -193,15 +177,7 @@ func TestTLSFailureIsRefused(t *testing.T) {
 			host := endpoint[:strings.LastIndex(endpoint, "/")]
 			check := func(what string, err error) {
 				t.Helper()
-				if !errors.Is(err, entry.ErrRefused) {
-					t.Errorf("%s: %v; want an error wrapping entry.ErrRefused", what, err)
-					return
-				}
-				for _, w := range []string{host, "azblob://elections/job"} {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("%s: %q does not say %q", what, err, w)
-					}
-				}
+				racedecidertest.CheckRefusal(t, what, err, host, "azblob://elections/job")
 			}
 			_, err = d.ReadCurrent(t.Context())
 			check("ReadCurrent", err)

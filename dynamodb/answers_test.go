@@ -428,15 +428,7 @@ func TestNotADynamoDBEndpoint(t *testing.T) {
 			wants := []string{srv.URL, "dynamodb://elections/key", fmt.Sprint(page.status)}
 			check := func(what string, err error) {
 				t.Helper()
-				if !errors.Is(err, entry.ErrRefused) {
-					t.Errorf("%s: %v; want an error wrapping entry.ErrRefused", what, err)
-					return
-				}
-				for _, w := range wants {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("%s: %q does not say %q", what, err, w)
-					}
-				}
+				racedecidertest.CheckRefusal(t, what, err, wants...)
 			}
 			_, err = d.ReadCurrent(t.Context())
 			check("ReadCurrent", err)
@@ -479,15 +471,7 @@ func TestTLSFailureIsRefused(t *testing.T) {
 			}
 			check := func(what string, err error) {
 				t.Helper()
-				if !errors.Is(err, entry.ErrRefused) {
-					t.Errorf("%s: %v; want an error wrapping entry.ErrRefused", what, err)
-					return
-				}
-				for _, w := range []string{endpoint, "dynamodb://elections/key"} {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("%s: %q does not say %q", what, err, w)
-					}
-				}
+				racedecidertest.CheckRefusal(t, what, err, endpoint, "dynamodb://elections/key")
 			}
 			_, err = d.ReadCurrent(t.Context())
 			check("ReadCurrent", err)

@@ -306,13 +306,7 @@ func TestTLSFailureIsRefused(t *testing.T) {
 			d := newDecider(t, c, "job")
 			check := func(what string, err error) {
 				t.Helper()
-				if !errors.Is(err, entry.ErrRefused) {
-					t.Errorf("%s: %v; want an error wrapping entry.ErrRefused", what, err)
-					return
-				}
-				if !strings.Contains(err.Error(), "gs://"+testBucket+"/job") {
-					t.Errorf("%s: %q does not name the object", what, err)
-				}
+				racedecidertest.CheckRefusal(t, what, err, "gs://"+testBucket+"/job")
 			}
 			_, err = d.ReadCurrent(t.Context())
 			check("ReadCurrent", err)

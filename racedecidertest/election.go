@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -499,4 +500,21 @@ func AcquireEnds(t testing.TB, d leaderelection.RaceDecider) error {
 		t.Fatalf("Acquire still campaigning after 10s: %v", err)
 	}
 	return err
+}
+
+// CheckRefusal fails the test unless err, what a call of what returned,
+// wraps entry.ErrRefused and says each of wants (the object's name, the
+// endpoint, why): a store's refusal must stop the engine and tell an
+// operator what to fix.
+func CheckRefusal(t testing.TB, what string, err error, wants ...string) {
+	t.Helper()
+	if !errors.Is(err, entry.ErrRefused) {
+		t.Errorf("%s: %v; want an error wrapping entry.ErrRefused", what, err)
+		return
+	}
+	for _, w := range wants {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: %q does not say %q", what, err, w)
+		}
+	}
 }

@@ -580,15 +580,7 @@ func TestTLSFailureIsRefused(t *testing.T) {
 		}
 		check := func(what string, err error) {
 			t.Helper()
-			if !errors.Is(err, entry.ErrRefused) {
-				t.Errorf("%s: %v; want an error wrapping entry.ErrRefused", what, err)
-				return
-			}
-			for _, w := range []string{endpoint, "s3://" + s.bucket + "/key"} {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("%s: %q does not say %q", what, err, w)
-				}
-			}
+			racedecidertest.CheckRefusal(t, what, err, endpoint, "s3://"+s.bucket+"/key")
 		}
 		_, err = d.ReadCurrent(t.Context())
 		check("ReadCurrent", err)
