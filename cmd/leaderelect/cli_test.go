@@ -103,6 +103,11 @@ func TestCommandLine(t *testing.T) {
 		// to fix.
 		{name: "negative term", args: []string{"run", "--store", record, "--term=-4s", "--", "true"}, code: exitUsage,
 			stderr: []string{"--term (-4s) must be positive"}, notStderr: []string{"--grace"}},
+		// Acquire refuses it: a usage error, not the store's failure.
+		{name: "id not UTF-8", args: []string{"run", "--store", record, "--id", "a\xffb", "--", "true"}, code: exitUsage,
+			stderr: []string{`--id "a\xffb" is not valid UTF-8`}, notStderr: []string{"failed"}},
+		{name: "id not UTF-8 in the environment", args: []string{"run", "--store", record, "--", "true"}, env: map[string]string{"LEADERELECT_ID": "a\xffb"},
+			code: exitUsage, stderr: []string{`--id "a\xffb" is not valid UTF-8`}},
 		{name: "negative grace", args: []string{"run", "--store", record, "--grace=-1s", "--", "true"}, code: exitUsage,
 			stderr: []string{"--grace (-1s) must not be negative"}},
 		{name: "demo candidates", args: []string{"demo", "--candidates=1"}, code: exitUsage, stderr: []string{"--candidates (1)"}},

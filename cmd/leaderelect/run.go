@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
@@ -128,6 +129,11 @@ func runMain(args []string, stdout, stderr io.Writer) outcome {
 		*grace = defaultGrace(*term)
 	}
 	problems := timingProblems(*term, *skew)
+	if !utf8.ValidString(*id) {
+		// Acquire would refuse it (the record is JSON), and run would
+		// then blame the store.
+		problems = append(problems, fmt.Sprintf("--id %q is not valid UTF-8", *id))
+	}
 	if *grace < 0 && fs.isSet("grace") {
 		// (One worked out from an invalid --term is not the user's.)
 		problems = append(problems, fmt.Sprintf("--grace (%s) must not be negative", *grace))
