@@ -47,6 +47,8 @@
 // releases the term and then exits by that same signal, so that a shell
 // reports 130, 143 or 129 and a service manager sees a clean stop; stopped
 // by SIGQUIT, it does the same and exits 131 (without Go's goroutine dump).
+// SIGHUP and SIGINT stay ignored if they were when it started (nohup, a
+// background job of a script).
 // A broken stderr does not stop it. It is not an init: as a container's PID
 // 1 it does not reap the orphans re-parented to it (run it under docker run
 // --init or tini). watch exits 0 when interrupted.

@@ -163,8 +163,15 @@ func start(t *testing.T, events chan<- event, name string, env []string, args ..
 // startTee is start, also copying leaderelect's stderr to tee if not nil.
 func startTee(t *testing.T, events chan<- event, name string, env []string, tee io.Writer, args ...string) *proc {
 	t.Helper()
+	return startProg(t, events, name, env, tee, binary, args...)
+}
+
+// startProg is startTee, running prog (which runs leaderelect) instead of
+// leaderelect itself.
+func startProg(t *testing.T, events chan<- event, name string, env []string, tee io.Writer, prog string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, stderr: &testenv.SyncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary, args...)
+	p.cmd = exec.Command(prog, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = p.stderr
 	if tee != nil {

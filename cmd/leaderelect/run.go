@@ -62,8 +62,10 @@ even with --restart.
 SIGINT, SIGTERM, SIGHUP or SIGQUIT to leaderelect sends SIGTERM to COMMAND
 (a second signal sends SIGKILL), keeps the term extended while COMMAND
 stops, then releases the term and exits by the same signal (SIGQUIT: with
-status 131, and no goroutine dump). A stderr that can no longer be written
-(its reader is gone) does not stop leaderelect: its log lines are lost.
+status 131, and no goroutine dump). SIGHUP and SIGINT stay ignored when
+leaderelect starts with them ignored (nohup, a background job of a
+script). A stderr that can no longer be written (its reader is gone) does
+not stop leaderelect: its log lines are lost.
 --term must be at least 100ms, for COMMAND to be started within a term.
 
 leaderelect run is not an init: as a container's PID 1 it does not reap
@@ -192,6 +194,21 @@ const minRunTerm = 100 * time.Millisecond
 // not released.
 var stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
+// caughtStopSignals is stopSignals less SIGHUP and SIGINT where this process
+// started with them ignored: under nohup, or as a background job of a
+// script. signal.Notify would catch them again, and a hangup or an
+// interrupt meant for others would stop COMMAND and end the tenure.
+func caughtStopSignals() []os.Signal {
+	var caught []os.Signal
+	for _, s := range stopSignals {
+		if (s == syscall.SIGHUP || s == syscall.SIGINT) && signal.Ignored(s) {
+			continue
+		}
+		caught = append(caught, s)
+	}
+	return caught
+}
+
 // defaultGrace is --grace when not given: long enough for most commands to
 // clean up, and short enough for any valid --term (a quarter of it is always
 // less than term - skew, since skew < term/2).
@@ -244,7 +261,7 @@ type exitResult struct {
 
 func (r *runner) run() outcome {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, stopSignals...)
+	signal.Notify(sigs, caughtStopSignals()...)
 	defer signal.Stop(sigs)
 	done := make(chan struct{})
 	defer close(done)

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,6 +48,44 @@ func TestRunStopsOnHangupAndQuit(t *testing.T) {
 				t.Errorf("record after leaderelect stopped on %v: %+v, want released", sig, s)
 			}
 		})
+	}
+}
+
+// TestRunKeepsIgnoredHangupAndInterrupt: a leaderelect run started with
+// SIGHUP and SIGINT ignored (nohup, a background job of a script) leaves
+// them ignored: they do not stop COMMAND, and a SIGTERM sent after them is
+// the one run stops and exits by. run used to catch them again, so that the
+// hangup nohup was meant to ignore stopped COMMAND and ended the tenure.
+func TestRunKeepsIgnoredHangupAndInterrupt(t *testing.T) {
+	wrapper := filepath.Join(t.TempDir(), "nohup")
+	script := "#!/bin/sh\ntrap '' HUP INT\nexec " + binary + ` "$@"` + "\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	store := storeURL(t)
+	events := make(chan event, 100)
+	p := startProg(t, events, "A", []string{childEnv + "=wait"}, nil, wrapper,
+		"run", "--store", store, "--id", "A", testTermFlag, testSkewFlag, testGraceFlag, "--", os.Args[0])
+	next(t, events, "START", isLine(startLinePfx, p))
+	// All three in a row: a caught SIGHUP or SIGINT would be the first
+	// stop signal, and run would exit by it.
+	p.signal(t, syscall.SIGHUP)
+	p.signal(t, syscall.SIGINT)
+	p.signal(t, syscall.SIGTERM)
+	e := next(t, events, "STOP or EOF", func(e event) bool {
+		return e.proc == p && (strings.HasPrefix(e.line, stopLinePrefix) || e.line == "EOF")
+	})
+	if e.line == "EOF" {
+		t.Errorf("the command was killed without SIGTERM")
+	}
+	if ps := p.wait(t); signalled(ps) != syscall.SIGTERM {
+		t.Errorf("leaderelect started with SIGHUP and SIGINT ignored, sent SIGHUP, SIGINT, SIGTERM: exited %v, want by SIGTERM", ps)
+	}
+	if strings.Contains(p.stderr.String(), "hangup") || strings.Contains(p.stderr.String(), "interrupt") {
+		t.Errorf("leaderelect acted on an ignored signal:\n%s", p.stderr)
+	}
+	if s := status(t, store); !s.Released {
+		t.Errorf("record after leaderelect stopped: %+v, want released", s)
 	}
 }
 
