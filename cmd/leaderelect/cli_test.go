@@ -160,6 +160,9 @@ func TestCommandLine(t *testing.T) {
 		// run campaigned for ever.
 		{name: "term too short for run", args: []string{"run", "--store", record, "--term=1ms", "--skew=0s", "--", "true"}, code: exitUsage,
 			stderr: []string{"--term (1ms) is too short for run: at least 100ms"}},
+		// mem:// is no election between processes: each run leads.
+		{name: "run on mem://", args: []string{"run", "--store", "mem://run-alone", "--", "true"},
+			stderr: []string{"mem:// is this process's own memory: no other leaderelect shares the election"}},
 		{name: "shortest term for run", args: []string{"run", "--store", record + "-run", "--term=100ms", "--skew=0s", "--", "true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/redact"
+	"github.com/racedecider/leaderelection/memory"
 )
 
 const runDescription = `
@@ -175,6 +176,10 @@ func runMain(args []string, stdout, stderr io.Writer) outcome {
 		kill:      make(chan struct{}),
 	}
 	r.log = r.engineLog.With("leader_id", *id)
+	if _, ok := d.(*memory.Decider); ok {
+		// At most one of them runs COMMAND only if they share a store.
+		r.log.Warn("mem:// is this process's own memory: no other leaderelect shares the election, and each one runs COMMAND at once (use file:// on one host)")
+	}
 	return r.run()
 }
 
