@@ -8,6 +8,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/racedecider/leaderelection/internal/tlsfail"
 )
 
 // class is what one answer of the API server means for the election: the
@@ -51,6 +53,11 @@ const (
 func classify(err error, req request) (class, string) {
 	var se apierrors.APIStatus
 	if !errors.As(err, &se) {
+		if why := tlsfail.Why(err); why != "" {
+			// No request was sent, and none will be until the
+			// kubeconfig or the API server's certificate changes.
+			return refused, why
+		}
 		return unknown, "" // no answer: timeout, reset, refused connection, ...
 	}
 	st := se.Status()
