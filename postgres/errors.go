@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/tlsfail"
 )
 
 // errorClass maps an error from a statement (or from connecting to run it)
@@ -24,7 +25,10 @@ import (
 func errorClass(err error) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
-		if encodeFailed(err) {
+		if encodeFailed(err) || tlsfail.Why(err) != "" {
+			// Nothing was sent: the same write fails again, or no
+			// connection can be made until sslrootcert or the
+			// server's certificate changes.
 			return entry.ErrRefused
 		}
 		return nil
@@ -83,6 +87,9 @@ func fix(err error) string {
 	if !errors.As(err, &pe) {
 		if encodeFailed(err) {
 			return shapeFix
+		}
+		if why := tlsfail.Why(err); why != "" {
+			return " (" + why + ")"
 		}
 		return ""
 	}
