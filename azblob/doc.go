@@ -67,7 +67,9 @@
 // x-ms-request-id, which Blob Storage and Azurite send with every answer,
 // comes from another web server at the endpoint: a refusal naming it. So is
 // a TLS handshake that cannot succeed (plain HTTP on an https:// endpoint, a
-// certificate this host does not accept): no request was sent. A token credential that cannot
+// certificate this host does not trust or that names another host): no
+// request was sent; one that has expired or is not yet valid, which time
+// cures, is an unknown outcome. A token credential that cannot
 // get a token is refused before any request is sent: when it has nothing to
 // get one with (azidentity reports it unavailable: DefaultAzureCredential
 // with no environment credentials, no managed identity and no az login),

@@ -49,7 +49,9 @@
 // (x-amzn-RequestId) nor its content type (application/x-amz-json-1.0),
 // which only another web server gives, and a TLS
 // handshake that cannot succeed (plain HTTP on an https:// endpoint, a
-// certificate this host does not accept). TransactionConflictException and
+// certificate this host does not trust or that names another host; one
+// that has expired or is not yet valid, which time cures, is an unknown
+// outcome). TransactionConflictException and
 // ReplicatedWriteConflictException, 400s that a later attempt may pass, are
 // not refusals.
 //

@@ -6,6 +6,7 @@ package tlsfail
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net/http"
 	"net/url"
@@ -16,13 +17,21 @@ import (
 // answering https with plain HTTP (http.ErrSchemeMismatch: an emulator's
 // port given as https://), or a certificate this host does not accept
 // (tls.CertificateVerificationError: an unknown authority, another host's
-// name, expired). It names the endpoint (scheme and host) when err says
-// which.
+// name). It names the endpoint (scheme and host) when err says which.
+//
+// A certificate that has expired or is not yet valid is not such a failure:
+// time cures it, as the server's certificate is renewed or this host's clock
+// is set (a host that has just booted or resumed), with no change here, and
+// a refusal would end every candidate's Acquire, the leader's with it, for
+// a lapse of a few minutes.
 func Why(err error) string {
 	var cve *tls.CertificateVerificationError
+	var invalid x509.CertificateInvalidError
 	switch {
 	case errors.Is(err, http.ErrSchemeMismatch):
 		return endpoint(err) + " answers in plain HTTP, not HTTPS (use http:// for it)"
+	case errors.As(err, &cve) && errors.As(cve.Err, &invalid) && invalid.Reason == x509.Expired:
+		return ""
 	case errors.As(err, &cve):
 		return endpoint(err) + " presents a certificate this host does not accept: " + cve.Err.Error()
 	}
