@@ -192,7 +192,7 @@ func (d *Decider) readMissing(ctx context.Context) (*entry.RaceEntry, error) {
 // Decider has not seen that version), so that fields and annotations it does
 // not own are kept. An update answered 409 Conflict over a Lease whose record
 // (our annotation and the spec) is unchanged, its metadata alone edited, is
-// sent again over the Lease as it is now, up to metadataRetries times.
+// sent again over the Lease as it is now, metadataRetries updates in all at most.
 func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entry.LeaderToken, error) {
 	if err := ctx.Err(); err != nil {
 		return entry.LeaderToken{}, fmt.Errorf("kube: write %s: %w", d.name, err)
