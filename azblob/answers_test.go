@@ -10,8 +10,12 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -208,5 +212,45 @@ func TestNotABlobStorageEndpoint(t *testing.T) {
 			check("WriteEntry (replace)", err)
 			check("Acquire", racedecidertest.AcquireEnds(t, d))
 		})
+	}
+}
+
+// TestReadRetryWaits: a read answered 503 ServerBusy is sent again after a
+// jittered pause, as a write is, not at once: ReadCurrent's first attempt
+// goes without the SDK's retries, and the SDK's own call, which follows it,
+// sends its first attempt without waiting.
+func TestReadRetryWaits(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		times []time.Time
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		times = append(times, time.Now())
+		mu.Unlock()
+		w.Header().Set("x-ms-request-id", "r")
+		w.Header().Set("x-ms-error-code", "ServerBusy")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := container.NewClientWithNoCredential(srv.URL+"/devstoreaccount1/elections",
+		&container.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDecider(c, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.ReadCurrent(t.Context()); !errors.Is(err, entry.ErrThrottled) {
+		t.Errorf("ReadCurrent answered 503 ServerBusy: %v; want entry.ErrThrottled", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(times) != 2 {
+		t.Fatalf("%d requests; want 2 (one without the SDK's retries, then the SDK's call, retries off)", len(times))
+	}
+	if gap := times[1].Sub(times[0]); gap < initialBackoff/2 {
+		t.Errorf("the read was sent again %v after a 503 ServerBusy; want at least %v", gap, initialBackoff/2)
 	}
 }

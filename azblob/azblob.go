@@ -162,8 +162,8 @@ func (d *Decider) String() string { return d.name }
 
 // ReadCurrent implements leaderelection.RaceDecider: it downloads the blob
 // with one Get Blob request; one that fails in a way that may pass (a
-// transport error, a 5xx, throttling) is sent again under the client's
-// retry options, and so retried by the SDK. The token's Version is the blob's ETag and its CommitTime the
+// transport error, a 5xx, throttling) is sent again after a jittered pause
+// under the client's retry options, and so retried by the SDK. The token's Version is the blob's ETag and its CommitTime the
 // blob's Last-Modified time (whole seconds). A missing blob (404
 // BlobNotFound) reads as entry.NoElections; a missing container is a
 // refusal.
@@ -177,11 +177,18 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	// will not change (a refusal, a missing blob) comes back at once: the
 	// SDK would retry a failed TLS handshake, say, until the caller's
 	// deadline hid it. A failure that may pass is then retried by the SDK
-	// under the client's retry options.
+	// under the client's retry options, after a jittered pause as between
+	// write attempts: the SDK sends its first attempt at once.
 	resp, err := d.blob.DownloadStream(policy.WithRetryOptions(opCtx, noRetries), nil)
 	if err != nil && opCtx.Err() == nil {
 		if o := classify(err, opRead); o == outcomeUnknown || o == outcomeThrottled {
-			resp, err = d.blob.DownloadStream(opCtx, nil)
+			t := time.NewTimer(initialBackoff/2 + rand.N(initialBackoff/2+1))
+			select {
+			case <-t.C:
+				resp, err = d.blob.DownloadStream(opCtx, nil)
+			case <-opCtx.Done():
+				t.Stop()
+			}
 		}
 	}
 	if err != nil {

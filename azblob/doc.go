@@ -37,8 +37,8 @@
 // # Retries and unknown outcomes
 //
 // A read that fails in a way that may pass (a transport error, a 5xx,
-// throttling) is sent again under the client's retry options, and so
-// retried by the SDK; a refusal is returned at once. Writes are
+// throttling) is sent again after a jittered pause (50 to 100 ms) under the
+// client's retry options, and so retried by the SDK; a refusal is returned at once. Writes are
 // sent with the SDK's retries turned off and retried by WriteEntry itself, up
 // to four attempts with a jittered backoff, after a transport error or a
 // 408, 500, 502, 503 or 504 answer. Retrying a conditional write is safe: an
