@@ -15,6 +15,7 @@ require (
 	github.com/racedecider/leaderelection/dynamodb v0.0.0
 	github.com/racedecider/leaderelection/kube v0.0.0
 	github.com/racedecider/leaderelection/postgres v0.0.0
+	github.com/vimeo/go-clocks v1.3.0
 	golang.org/x/sys v0.50.0
 )
 
@@ -107,7 +108,6 @@ require (
 	github.com/ryszard/goskiplist v0.0.0-20150312221310-2dfbae5fcf46 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/spiffe/go-spiffe/v2 v2.8.1 // indirect
-	github.com/vimeo/go-clocks v1.3.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.opencensus.io v0.24.0 // indirect

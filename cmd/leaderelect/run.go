@@ -407,7 +407,7 @@ func (r *runner) onElected(ctx context.Context, tv *leaderelection.TimeView) {
 	// that lives on past SIGKILL from holding the term for ever, and the
 	// term is released after it even so.
 	if pgid > 0 {
-		end := tv.Get()
+		end := termEnd(tv)
 		held := func() bool { return tv.ValueInFuture() && time.Now().Before(end) }
 		if !awaitGroupGone(pgid, held) {
 			r.log.Warn("processes of the command's group are still alive after SIGKILL (in an uninterruptible wait?)", "pgid", pgid)
@@ -425,7 +425,17 @@ func (r *runner) killLead() time.Duration { return min(r.term/20, 250*time.Milli
 // reaches the watchdog before it would kill (with --grace 0, the two would
 // act at one instant).
 func (r *runner) stopAt(tv *leaderelection.TimeView) time.Time {
-	return tv.Get().Add(-r.killLead() - max(min(r.grace, r.term/4), r.killLead()/2))
+	return termEnd(tv).Add(-r.killLead() - max(min(r.grace, r.term/4), r.killLead()/2))
+}
+
+// termEnd is when the term tv holds ends unless it is extended: now plus
+// what is left of it, on the shorter of this process's wall and monotonic
+// clocks. tv.Get() is the wall clock's alone: after a step back of the wall
+// clock it is late by the step, and COMMAND would be stopped that much late
+// (where no watchdog on CLOCK_BOOTTIME stands behind it, or it cannot be
+// told of extensions).
+func termEnd(tv *leaderelection.TimeView) time.Time {
+	return time.Now().Add(tv.Remaining())
 }
 
 // supervise runs COMMAND while this candidate leads. It returns how COMMAND
@@ -443,7 +453,7 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 	)
 	// The watchdog is armed before COMMAND starts, so that COMMAND never
 	// runs unguarded.
-	wd, err := startWatchdog(tv.Get().Add(-r.killLead()), min(time.Second, r.term/8))
+	wd, err := startWatchdog(termEnd(tv).Add(-r.killLead()), min(time.Second, r.term/8))
 	if err != nil {
 		r.log.Warn("no watchdog: the command is killed at the end of the term only while leaderelect itself runs", "err", err)
 		wd = nil
@@ -483,7 +493,7 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 	defer timer.Stop()
 	for {
 		now := time.Now()
-		killBy := tv.Get().Add(-r.killLead())
+		killBy := termEnd(tv).Add(-r.killLead())
 		var next time.Time
 		switch {
 		case !termSent:
@@ -545,7 +555,7 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 				r.log.Info("the command stopped", "pid", c.pid, "status", code)
 				return nil, c.pid
 			}
-			if overdue || !time.Now().Before(tv.Get().Add(-r.killLead())) {
+			if overdue || !time.Now().Before(termEnd(tv).Add(-r.killLead())) {
 				// The watchdog killed it while this process was not
 				// running (stopped, starved), perhaps before it heard of
 				// an extension: leadership is taken for lost, and
