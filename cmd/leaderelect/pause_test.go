@@ -276,8 +276,10 @@ func holdLock(t *testing.T, path string) *os.File {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Closed (the lock released) also when the test ends early: the
+	// candidates would otherwise wait on it until they were killed.
+	t.Cleanup(func() { f.Close() })
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
 		t.Fatal(err)
 	}
 	return f
