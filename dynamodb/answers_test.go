@@ -402,6 +402,38 @@ func TestDynamoDBCompatibleAnswer(t *testing.T) {
 	}
 }
 
+// TestNotDynamoDBAfterAnAttemptThatMayHaveApplied: an answer that is not
+// DynamoDB's, to the SDK's retry of a write whose first attempt was cut off
+// after it was sent, says nothing of that first attempt: the outcome is
+// unknown (the engine reads back), not refused.
+func TestNotDynamoDBAfterAnAttemptThatMayHaveApplied(t *testing.T) {
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if requests.Add(1) == 1 {
+			// The request arrived whole: it may have been applied.
+			c, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				c.Close()
+			}
+			return
+		}
+		w.WriteHeader(http.StatusOK) // no request id, no content type
+	}))
+	t.Cleanup(srv.Close)
+	d, err := ledynamodb.NewDecider(newClient(t, srv.URL), "elections", "key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
+	if n := requests.Load(); n != 2 {
+		t.Fatalf("%d requests; want the cut-off attempt and the SDK's retry", n)
+	}
+	if err == nil || errors.Is(err, entry.ErrRefused) || errors.Is(err, entry.ErrRaceLost) || !strings.Contains(err.Error(), "outcome unknown") {
+		t.Errorf("WriteEntry = %v; want an unknown outcome, neither refused nor lost", err)
+	}
+}
+
 // TestNotADynamoDBEndpoint points the backend at servers that answer every
 // request with a page that is not DynamoDB's JSON. Reads and writes are
 // refusals, after one request each, naming the endpoint and the item, and

@@ -184,8 +184,8 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	if err != nil {
 		return nil, d.fail(ctx, opCtx, "read "+d.name, err, nil)
 	}
-	if refusal := notDynamoDB(answerOf(out.ResultMetadata)); refusal != nil {
-		return nil, fmt.Errorf("dynamodb: read %s: %w", d.name, refusal)
+	if why := notDynamoDB(answerOf(out.ResultMetadata)); why != "" {
+		return nil, fmt.Errorf("dynamodb: read %s: %w: %s", d.name, entry.ErrRefused, why)
 	}
 	if out.Item == nil {
 		return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
@@ -327,8 +327,14 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		}
 		return entry.LeaderToken{}, d.fail(ctx, opCtx, what, err, &attempts)
 	}
-	if refusal := notDynamoDB(answerOf(out.ResultMetadata)); refusal != nil {
-		return entry.LeaderToken{}, fmt.Errorf("dynamodb: %s: %w", what, refusal)
+	if why := notDynamoDB(answerOf(out.ResultMetadata)); why != "" {
+		if attempts.ambiguous.Load() {
+			// The answer is to the SDK's retry: an earlier attempt may
+			// have been applied.
+			return entry.LeaderToken{}, fmt.Errorf("dynamodb: %s: outcome unknown: the SDK retried after an attempt that may have been applied (%d attempts), and %s",
+				what, attempts.n.Load(), why)
+		}
+		return entry.LeaderToken{}, fmt.Errorf("dynamodb: %s: %w: %s", what, entry.ErrRefused, why)
 	}
 	commit, _ := awsmiddleware.GetServerTime(out.ResultMetadata)
 	return entry.LeaderToken{Version: tok, CommitTime: commit}, nil

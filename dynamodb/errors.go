@@ -80,8 +80,8 @@ func classify(err error) error {
 		return nil
 	}
 	if re.Response != nil {
-		if refusal := notDynamoDB(re.Response.Response); refusal != nil {
-			return refusal
+		if why := notDynamoDB(re.Response.Response); why != "" {
+			return fmt.Errorf("%w: %s", entry.ErrRefused, why)
 		}
 	}
 	status := re.HTTPStatusCode()
@@ -104,24 +104,24 @@ func classify(err error) error {
 	return fmt.Errorf("%w: %s answered %s", entry.ErrRefused, endpointOf(resp), what)
 }
 
-// notDynamoDB returns an error wrapping entry.ErrRefused if resp is a 2xx
-// answer that carries neither the request id DynamoDB (and DynamoDB Local)
-// puts on every answer nor the content type of DynamoDB's protocol
-// (application/x-amz-json-1.0, which DynamoDB-compatible stores send too),
-// and nil otherwise. Such an answer comes from a server that is not
+// notDynamoDB says why resp is not DynamoDB's answer, for a refusal, if it
+// is a 2xx answer that carries neither the request id DynamoDB (and
+// DynamoDB Local) puts on every answer nor the content type of DynamoDB's
+// protocol (application/x-amz-json-1.0, which DynamoDB-compatible stores
+// send too), and "" otherwise. Such an answer comes from a server that is not
 // DynamoDB (an endpoint that points at some other web server): not an
 // unknown outcome to retry for ever, and never a success, since an empty
 // body or "{}" decodes as a GetItem that found no item and a PutItem that
 // was applied, so that every candidate would win.
-func notDynamoDB(resp *http.Response) error {
+func notDynamoDB(resp *http.Response) string {
 	if resp == nil || resp.StatusCode < 200 || resp.StatusCode >= 300 || resp.Header.Get("X-Amzn-Requestid") != "" {
-		return nil
+		return ""
 	}
 	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil && strings.HasPrefix(mt, "application/x-amz-json-") {
-		return nil
+		return ""
 	}
-	return fmt.Errorf("%w: %s answered %d with neither a DynamoDB request id (x-amzn-RequestId) nor DynamoDB's content type (application/x-amz-json-1.0): is it a DynamoDB endpoint?",
-		entry.ErrRefused, endpointOf(resp), resp.StatusCode)
+	return fmt.Sprintf("%s answered %d with neither a DynamoDB request id (x-amzn-RequestId) nor DynamoDB's content type (application/x-amz-json-1.0): is it a DynamoDB endpoint?",
+		endpointOf(resp), resp.StatusCode)
 }
 
 // answerOf is the HTTP answer to a call that succeeded, from its metadata
