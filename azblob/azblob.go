@@ -163,10 +163,10 @@ func (d *Decider) String() string { return d.name }
 // ReadCurrent implements leaderelection.RaceDecider: it downloads the blob
 // with one Get Blob request; one that fails in a way that may pass (a
 // transport error, a 5xx, throttling) is sent again after a jittered pause
-// under the client's retry options, and so retried by the SDK. The token's Version is the blob's ETag and its CommitTime the
-// blob's Last-Modified time (whole seconds). A missing blob (404
-// BlobNotFound) reads as entry.NoElections; a missing container is a
-// refusal.
+// under the client's retry options, and so retried by the SDK. The token's
+// Version is the blob's ETag and its CommitTime the blob's Last-Modified
+// time (whole seconds). A missing blob (404 BlobNotFound) reads as
+// entry.NoElections; a missing container is a refusal.
 func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("azblob: read %s: %w", d.name, err)
