@@ -113,9 +113,12 @@ func (w *watchdog) send(format string, args ...any) {
 	_, w.err = fmt.Fprintf(w.in, format+"\n", args...)
 }
 
-// arm moves the kill time to killBy, converted to CLOCK_BOOTTIME.
+// arm moves the kill time to killBy, converted to CLOCK_BOOTTIME. A move of
+// less than a millisecond is not sent: killBy is worked out afresh from what
+// is left of the term at each look (see termEnd), and moves by the time
+// between two clock readings; an extension moves it by a good part of a term.
 func (w *watchdog) arm(killBy time.Time) {
-	if killBy.Equal(w.last) {
+	if d := killBy.Sub(w.last); d > -time.Millisecond && d < time.Millisecond {
 		return
 	}
 	w.last = killBy

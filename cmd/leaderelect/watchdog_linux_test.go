@@ -4,8 +4,11 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestWatchdogTakesEveryLineBeforeKilling: a watchdog that gets to its input
@@ -28,5 +31,33 @@ func TestWatchdogTakesEveryLineBeforeKilling(t *testing.T) {
 	code = watchdogMain(strings.NewReader("deadline 1\npgid 0\n"), &stderr)
 	if code != exitOK || !strings.Contains(stderr.String(), "killed the command's process group") {
 		t.Errorf("watchdog given a past deadline and no done: exit %d, stderr %q; want the kill reported", code, &stderr)
+	}
+}
+
+// TestWatchdogArmSendsOnlyMoves: the kill time, worked out afresh from what
+// is left of the term at each look, moves by the time between two clock
+// readings; only a move of a millisecond or more (an extension) is sent.
+func TestWatchdogArmSendsOnlyMoves(t *testing.T) {
+	r, in, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w := &watchdog{in: in, timeout: time.Second}
+	t0 := time.Now().Add(time.Minute)
+	w.arm(t0)
+	w.arm(t0.Add(300 * time.Microsecond))
+	w.arm(t0.Add(-300 * time.Microsecond))
+	w.arm(t0.Add(30 * time.Second))
+	in.Close()
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(out), "deadline "); n != 2 || w.err != nil {
+		t.Errorf("sent %q (err %v); want the first deadline and the extension's, nothing for moves under a millisecond", out, w.err)
+	}
+	if !w.last.Equal(t0.Add(30 * time.Second)) {
+		t.Errorf("last kill time sent %v, want %v", w.last, t0.Add(30*time.Second))
 	}
 }
