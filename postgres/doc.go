@@ -56,8 +56,9 @@
 // column too narrow for our values: any data exception, class 22, or a
 // version pgx cannot encode as the column's type), a
 // missing privilege, failed authentication, a server certificate this host
-// does not accept (sslmode=verify-ca or verify-full) or a server older than
-// PostgreSQL 11 (no sha256) are refusals (entry.ErrRefused: Acquire ends, naming the
+// does not trust or that names another host (sslmode=verify-ca or
+// verify-full; an expired one is retried) or a server older than PostgreSQL
+// 11 (no sha256) are refusals (entry.ErrRefused: Acquire ends, naming the
 // table and row); too many connections, serialization failures, deadlocks,
 // lock timeouts, a server starting up or a read-only session are throttling
 // (entry.ErrThrottled: retried with backoff). Both classes are statement
