@@ -135,17 +135,7 @@ func TestTokenOverHTTPIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check := func(what string, err error) {
-		t.Helper()
-		racedecidertest.CheckRefusal(t, what, err, s.objectName("job"), "https")
-	}
-	_, err = d.ReadCurrent(t.Context())
-	check("ReadCurrent", err)
-	_, err = d.WriteEntry(t.Context(), faultproxy.Record(0, "w-0", entry.LeaderToken{}))
-	check("WriteEntry", err)
-	err = racedecidertest.AcquireEnds(t, d)
-	check("Acquire", err)
-	t.Logf("Acquire: %v", err)
+	racedecidertest.CheckRefuses(t, d, s.objectName("job"), "https")
 }
 
 // TestTLSFailureIsRefused: an https endpoint whose TLS cannot succeed, as
@@ -174,17 +164,7 @@ func TestTLSFailureIsRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			host := endpoint[:strings.LastIndex(endpoint, "/")]
-			check := func(what string, err error) {
-				t.Helper()
-				racedecidertest.CheckRefusal(t, what, err, host, "azblob://elections/job")
-			}
-			_, err = d.ReadCurrent(t.Context())
-			check("ReadCurrent", err)
-			t.Logf("read: %v", err)
-			_, err = d.WriteEntry(t.Context(), faultproxy.Record(0, "w-0", entry.LeaderToken{}))
-			check("WriteEntry", err)
-			check("Acquire", racedecidertest.AcquireEnds(t, d))
+			racedecidertest.CheckRefuses(t, d, endpoint[:strings.LastIndex(endpoint, "/")], "azblob://elections/job")
 		})
 	}
 }

@@ -501,16 +501,7 @@ func TestTLSFailureIsRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			check := func(what string, err error) {
-				t.Helper()
-				racedecidertest.CheckRefusal(t, what, err, endpoint, "dynamodb://elections/key")
-			}
-			_, err = d.ReadCurrent(t.Context())
-			check("ReadCurrent", err)
-			t.Logf("read: %v", err)
-			_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
-			check("WriteEntry", err)
-			check("Acquire", racedecidertest.AcquireEnds(t, d))
+			racedecidertest.CheckRefuses(t, d, endpoint, "dynamodb://elections/key")
 		})
 	}
 }

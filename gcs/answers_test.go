@@ -303,17 +303,7 @@ func TestTLSFailureIsRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { c.Close() })
-			d := newDecider(t, c, "job")
-			check := func(what string, err error) {
-				t.Helper()
-				racedecidertest.CheckRefusal(t, what, err, "gs://"+testBucket+"/job")
-			}
-			_, err = d.ReadCurrent(t.Context())
-			check("ReadCurrent", err)
-			t.Logf("read: %v", err)
-			_, err = d.WriteEntry(t.Context(), faultproxy.Record(0, "w-0", entry.LeaderToken{}))
-			check("WriteEntry", err)
-			check("Acquire", racedecidertest.AcquireEnds(t, d))
+			racedecidertest.CheckRefuses(t, newDecider(t, c, "job"), "gs://"+testBucket+"/job")
 		})
 	}
 }

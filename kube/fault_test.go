@@ -254,12 +254,5 @@ func TestTLSFailureIsRefused(t *testing.T) {
 	cfg := rest.CopyConfig(adminConfig(t))
 	cfg.TLSClientConfig.CAFile, cfg.TLSClientConfig.CAData = "", nil
 	name := freshLease()
-	d := newDecider(t, cfg, name)
-	wants := []string{"k8s://" + namespace + "/" + name, "presents a certificate this host does not accept"}
-	_, err := d.ReadCurrent(t.Context())
-	racedecidertest.CheckRefusal(t, "ReadCurrent", err, wants...)
-	t.Logf("read: %v", err)
-	_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
-	racedecidertest.CheckRefusal(t, "WriteEntry", err, wants...)
-	racedecidertest.CheckRefusal(t, "Acquire", racedecidertest.AcquireEnds(t, d), wants...)
+	racedecidertest.CheckRefuses(t, newDecider(t, cfg, name), "k8s://"+namespace+"/"+name, "presents a certificate this host does not accept")
 }

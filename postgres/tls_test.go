@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/racedecidertest"
 )
 
@@ -45,11 +44,5 @@ func TestTLSFailureIsRefused(t *testing.T) {
 		}
 	}()
 	d := newDecider(t, newPool(t, "postgres://u:p@"+ln.Addr().String()+"/db?sslmode=verify-full", 1), "elections", "job")
-	wants := []string{d.String(), "presents a certificate this host does not accept"}
-	_, err = d.ReadCurrent(t.Context())
-	racedecidertest.CheckRefusal(t, "ReadCurrent", err, wants...)
-	t.Logf("read: %v", err)
-	_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
-	racedecidertest.CheckRefusal(t, "WriteEntry", err, wants...)
-	racedecidertest.CheckRefusal(t, "Acquire", racedecidertest.AcquireEnds(t, d), wants...)
+	racedecidertest.CheckRefuses(t, d, d.String(), "presents a certificate this host does not accept")
 }

@@ -502,6 +502,20 @@ func AcquireEnds(t testing.TB, d leaderelection.RaceDecider) error {
 	return err
 }
 
+// CheckRefuses checks that d refuses for good, as a store that will not
+// change its answer (a missing bucket, a TLS handshake that cannot succeed)
+// must: a read, a first write and a campaign each end with an error that
+// wraps entry.ErrRefused and says each of wants (see CheckRefusal).
+func CheckRefuses(t *testing.T, d leaderelection.RaceDecider, wants ...string) {
+	t.Helper()
+	_, err := d.ReadCurrent(t.Context())
+	CheckRefusal(t, "ReadCurrent", err, wants...)
+	t.Logf("read: %v", err)
+	_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "refused", WriteID: "w-0"})
+	CheckRefusal(t, "WriteEntry (create)", err, wants...)
+	CheckRefusal(t, "Acquire", AcquireEnds(t, d), wants...)
+}
+
 // CheckRefusal fails the test unless err, what a call of what returned,
 // wraps entry.ErrRefused and says each of wants (the object's name, the
 // endpoint, why): a store's refusal must stop the engine and tell an

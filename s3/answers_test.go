@@ -578,16 +578,7 @@ func TestTLSFailureIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		check := func(what string, err error) {
-			t.Helper()
-			racedecidertest.CheckRefusal(t, what, err, endpoint, "s3://"+s.bucket+"/key")
-		}
-		_, err = d.ReadCurrent(t.Context())
-		check("ReadCurrent", err)
-		t.Logf("read: %v", err)
-		_, err = d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
-		check("WriteEntry", err)
-		check("Acquire", racedecidertest.AcquireEnds(t, d))
+		racedecidertest.CheckRefuses(t, d, endpoint, "s3://"+s.bucket+"/key")
 	}
 	t.Run("an untrusted certificate", func(t *testing.T) {
 		run(t, &store{access: "test", secret: "test", bucket: "elections"}, untrusted.URL)
