@@ -14,6 +14,7 @@ import (
 
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/file"
+	"github.com/racedecider/leaderelection/internal/testenv"
 )
 
 // nobody is the uid and gid of the unprivileged user on Linux.
@@ -52,7 +53,7 @@ func asNobody(t *testing.T, probe string, f func()) {
 		skip <- ""
 	}()
 	if reason := <-skip; reason != "" {
-		t.Skip(reason)
+		testenv.Missing(t, reason)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/racedecider/leaderelection/internal/testenv"
 )
 
 // sample is one line the leaders' commands append to the shared log.
@@ -136,11 +138,11 @@ func starve(t *testing.T, pid int) func() {
 		break
 	}
 	if h == nil {
-		t.Skip("no cgroup cpu controller to starve a process with (neither cgroup v2 cpu.max nor v1 cpu.cfs_quota_us)")
+		testenv.Missing(t, "no cgroup cpu controller to starve a process with (neither cgroup v2 cpu.max nor v1 cpu.cfs_quota_us)")
 	}
 	dir := filepath.Join(h.root, fmt.Sprintf("leaderelect-test-%d", os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Skipf("cannot create a cgroup (needs root): %v", err)
+		testenv.Missing(t, fmt.Sprintf("cannot create a cgroup (needs root): %v", err))
 	}
 	t.Cleanup(func() { _ = os.Remove(dir) })
 	if h.quotaFile == "cpu.cfs_quota_us" {
