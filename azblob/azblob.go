@@ -182,12 +182,8 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	resp, err := d.blob.DownloadStream(policy.WithRetryOptions(opCtx, noRetries), nil)
 	if err != nil && opCtx.Err() == nil {
 		if o := classify(err, opRead); o == outcomeUnknown || o == outcomeThrottled {
-			t := time.NewTimer(initialBackoff/2 + rand.N(initialBackoff/2+1))
-			select {
-			case <-t.C:
+			if sleepJittered(opCtx, initialBackoff) {
 				resp, err = d.blob.DownloadStream(opCtx, nil)
-			case <-opCtx.Done():
-				t.Stop()
 			}
 		}
 	}
@@ -321,16 +317,24 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		if unsure == nil && !neverSent(err) {
 			unsure = err
 		}
-		// Jitter keeps a crowd of retrying candidates from arriving together.
-		wait := pause/2 + rand.N(pause/2+1)
-		pause = min(2*pause, maxBackoff)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-opCtx.Done():
-			t.Stop()
+		if !sleepJittered(opCtx, pause) {
 			return entry.LeaderToken{}, d.fail(ctx, opCtx, what+", after "+strconv.Itoa(attempt)+" attempts", outcomeUnknown, err)
 		}
+		pause = min(2*pause, maxBackoff)
+	}
+}
+
+// sleepJittered waits a time drawn from [pause/2, pause], and reports
+// whether it did so before ctx ended. Jitter keeps a crowd of retrying
+// candidates from arriving together.
+func sleepJittered(ctx context.Context, pause time.Duration) bool {
+	t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
