@@ -419,13 +419,13 @@ func (r *runner) onElected(ctx context.Context, tv *leaderelection.TimeView) {
 // gets SIGKILL, so that it is gone by then.
 func (r *runner) killLead() time.Duration { return min(r.term/20, 250*time.Millisecond) }
 
-// stopAt is when COMMAND gets SIGTERM unless the term tv holds is extended
-// first: --grace before it must be gone (at most a quarter term), and never
-// later than a little before, so that an extension that lands until then
-// reaches the watchdog before it would kill (with --grace 0, the two would
-// act at one instant).
-func (r *runner) stopAt(tv *leaderelection.TimeView) time.Time {
-	return termEnd(tv).Add(-r.killLead() - max(min(r.grace, r.term/4), r.killLead()/2))
+// stopAt is when COMMAND gets SIGTERM unless the term ending at end (see
+// termEnd) is extended first: --grace before it must be gone (at most a
+// quarter term), and never later than a little before, so that an extension
+// that lands until then reaches the watchdog before it would kill (with
+// --grace 0, the two would act at one instant).
+func (r *runner) stopAt(end time.Time) time.Time {
+	return end.Add(-r.killLead() - max(min(r.grace, r.term/4), r.killLead()/2))
 }
 
 // termEnd is when the term tv holds ends unless it is extended: now plus
@@ -463,7 +463,7 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 			wd.disarm()
 		}
 	}()
-	if !time.Now().Before(r.stopAt(tv)) {
+	if !time.Now().Before(r.stopAt(termEnd(tv))) {
 		// Starting the watchdog took what was left of the term: COMMAND
 		// would be stopped as soon as it started.
 		r.log.Warn("not starting the command: the term is about to end and could not be extended", "term", tv.Term())
@@ -493,11 +493,12 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 	defer timer.Stop()
 	for {
 		now := time.Now()
-		killBy := termEnd(tv).Add(-r.killLead())
+		end := termEnd(tv)
+		killBy := end.Add(-r.killLead())
 		var next time.Time
 		switch {
 		case !termSent:
-			stopAt := r.stopAt(tv)
+			stopAt := r.stopAt(end)
 			reason := ""
 			switch {
 			case ctx.Err() != nil:

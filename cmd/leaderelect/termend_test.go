@@ -41,7 +41,7 @@ func TestStopTimesFollowWhatIsLeft(t *testing.T) {
 		if end := termEnd(tv); end.After(now.Add(term)) || end.Before(now) {
 			t.Errorf("the term ends %v from now, want at most %v (TimeView.Get is %v from now)", end.Sub(now), term, tv.Get().Sub(now))
 		}
-		if at := r.stopAt(tv); at.After(now.Add(term)) || at.Before(now) {
+		if at := r.stopAt(termEnd(tv)); at.After(now.Add(term)) || at.Before(now) {
 			t.Errorf("COMMAND is stopped %v from now, want within the term's %v", at.Sub(now), term)
 		}
 		cancel()
