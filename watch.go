@@ -146,7 +146,9 @@ func (w *WatchConfig) Validate() error {
 // as TermExpired, never as a current leader; one whose term ends while a
 // read or cb is under way is read again at once, since the leader may have
 // extended it meanwhile, and reported expired only if that read finds it
-// unextended. Failed reads are retried with
+// unextended; reads that keep outlasting the terms they find (a store slower
+// than half a term) report nothing, and that is told to OnError and Logger
+// once. Failed reads are retried with
 // backoff and reported to OnError and Logger; they do not end the watch. A
 // store that refuses for good (ErrRefused: permission denied, a missing
 // bucket) ends it with that error; an invalid WatchConfig or a nil cb ends
@@ -203,6 +205,9 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 	began := w.Clock.Now()
 	rec, err := w.read(ctx, h, r)
 	pushed, vouched := false, false // rec came from the push channel; a wait it vouched for came before rec was read
+	// outrun counts reads in a row whose record's term ended while they
+	// were under way (see below).
+	outrun := 0
 	for err == nil {
 		if pushed && deaf {
 			deaf = false
@@ -244,12 +249,21 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 			// Its term ended while the read was under way: neither a
 			// leader (the store may have served it after the expiry)
 			// nor an expiry (the leader may have extended it since).
-			// Read again.
+			// Read again. One such read is a read that straddled an
+			// expiry; two in a row found a leader that extended its
+			// term, and a read that outlasted what was left of it
+			// again: until reads get quicker, the watcher cannot
+			// tell whether anyone leads, so it says so (once).
+			if outrun++; outrun == 2 {
+				w.report(ctx, fmt.Errorf("leaderelection: watch on %s: reads take longer than what is left of the term they find (the last took %v, its term had %v left when it began); nothing is reported until one ends within its term",
+					storeName(w.Decider), w.Clock.Now().Sub(began), rec.TermExpiry.Sub(began)))
+			}
 			began = w.Clock.Now()
 			rec, err = w.read(ctx, h, r)
 			pushed, vouched = false, false
 			continue
 		}
+		outrun = 0
 		if news {
 			c := Change{Kind: kind, Entry: *rec.Clone()}
 			if kind == RecordDeleted {

@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	clocks "github.com/vimeo/go-clocks"
+
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/memory"
@@ -567,6 +569,9 @@ func TestWatchSlowCallbackDoesNotFakeAnExpiry(t *testing.T) {
 				if got, want := w.String(), "elected a 0; expired a 0"; got != want {
 					t.Errorf("after the extension ran out the watcher reported\n  %s\nwant\n  %s", got, want)
 				}
+				if w.errs != 0 {
+					t.Errorf("one read that outlasted its term told OnError %d times; want none (see TestWatchSaysWhenReadsOutlastTerms)", w.errs)
+				}
 				stop()
 			})
 		})
@@ -615,5 +620,59 @@ func TestWatchUnsureChannelPolls(t *testing.T) {
 		if n := f.reads.Load(); n > 80/8+3 {
 			t.Errorf("%d reads in 80 PollIntervals on a channel that vouches for its waits; want about one per 8", n)
 		}
+	})
+}
+
+// slowReads answers each read with the record as it was when the read began,
+// but only after slow, while slow is set.
+type slowReads struct {
+	*faultyDecider
+	slow atomic.Int64
+}
+
+func (s *slowReads) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	rec, err := s.faultyDecider.ReadCurrent(ctx)
+	time.Sleep(time.Duration(s.slow.Load()))
+	return rec, err
+}
+
+// TestWatchSaysWhenReadsOutlastTerms: a read that ends after the term it found
+// is read again, as neither a leader nor an expiry. When every read does that
+// (reads of 2 s, a leader that extends every second by 1.5 s), the watcher
+// reports nothing, and used to say nothing either; now it tells OnError,
+// once, and reports the leader as soon as reads get quicker.
+func TestWatchSaysWhenReadsOutlastTerms(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		writeTerm(t, mem, "a", true, time.Now().Add(1500*time.Millisecond))
+		d := &slowReads{faultyDecider: &faultyDecider{RaceDecider: mem}}
+		d.slow.Store(int64(2 * time.Second))
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		writer := make(chan struct{})
+		go func() {
+			defer close(writer)
+			for clocks.DefaultClock().SleepFor(ctx, time.Second) {
+				writeTerm(t, mem, "a", false, time.Now().Add(1500*time.Millisecond))
+			}
+		}()
+		w, stop := startWatch(t, leaderelection.WatchConfig{Decider: d, MaxClockSkew: skew})
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		w.mu.Lock()
+		errs, events := w.errs, len(w.events)
+		w.mu.Unlock()
+		if events != 0 || errs != 1 {
+			t.Errorf("with every read outlasting its term for 20 s: %d errors told (want 1) and reports %q (want none)", errs, w)
+		}
+		d.slow.Store(0)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if got, want := w.String(), "elected a 0"; !strings.HasPrefix(got, want) {
+			t.Errorf("once reads were quick the watcher reported\n  %s\nwant first\n  %s", got, want)
+		}
+		stop()
+		cancel()
+		<-writer
 	})
 }
