@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/testenv"
+	"github.com/racedecider/leaderelection/memory"
 )
 
 // The benchmarks below time one renewal (the leader's extension write) and
@@ -86,5 +88,22 @@ func BenchmarkRead(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// namedStore is a memory store that names itself, as every real backend does.
+type namedStore struct{ *memory.Decider }
+
+func (namedStore) String() string { return "named://store" }
+
+// TestAccessNamesTheStore: what the engine logs and reports in a bench run
+// names the store behind the bench's wrapper, as on the store itself, with
+// push or without.
+func TestAccessNamesTheStore(t *testing.T) {
+	for _, push := range []bool{false, true} {
+		el := newElection(namedStore{memory.NewDecider()}, push, 0, &rttLog{})
+		if got := fmt.Sprint(el.newAccess("a").decider()); got != "named://store" {
+			t.Errorf("push %v: the bench's decider is named %q; want the store's name, named://store", push, got)
+		}
 	}
 }

@@ -173,6 +173,15 @@ func (el *election) newAccess(name string) *access {
 	return &access{el: el, name: name}
 }
 
+// String names the store as the store itself does, so that what the engine
+// logs and reports in a bench run reads as it would on the store.
+func (a *access) String() string {
+	if s, ok := a.el.inner.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", a.el.inner)
+}
+
 // decider returns the RaceDecider a candidate or watcher uses: with
 // WaitForChange when the election pushes changes.
 func (a *access) decider() leaderelection.RaceDecider {
