@@ -141,18 +141,19 @@ func (w *WatchConfig) Validate() error {
 // also right at TermExpiry, to tell an expiry from an extension it has not
 // seen yet. A record no newer than one already reported (a stale read, as some
 // stores and file systems serve) is not reported; a record that disappears is
-// reported deleted once three reads within half a PollInterval agree. A
-// record whose term had ended when the read that found it began is reported
-// as TermExpired, never as a current leader; one whose term ends while a
-// read or cb is under way is read again at once, since the leader may have
-// extended it meanwhile, and reported expired only if that read finds it
-// unextended; reads that keep outlasting the terms they find (a store slower
-// than half a term) report nothing, and that is told to OnError and Logger
-// once. Failed reads are retried with
-// backoff and reported to OnError and Logger; they do not end the watch. A
-// store that refuses for good (ErrRefused: permission denied, a missing
-// bucket) ends it with that error; an invalid WatchConfig or a nil cb ends
-// it at once.
+// reported deleted once three reads within half a PollInterval agree. A record
+// whose term had ended when the read that found it began (the attempt that
+// succeeded, after any that failed) is reported as TermExpired, never as a
+// current leader; so is a reported term that such a read finds followed by
+// another tenure, before that tenure. A record whose term ends while a read or
+// cb is under way is read again at once, since the leader may have extended it
+// meanwhile, and reported expired only if that read finds it unextended; reads
+// that keep outlasting the terms they find (a store slower than half a term)
+// report nothing, and say so to OnError and Logger once. Failed reads are
+// retried with backoff and reported to OnError and Logger; they do not end the
+// watch. A store that refuses for good (ErrRefused: permission denied, a
+// missing bucket) ends it with that error; an invalid WatchConfig or a nil cb
+// ends it at once.
 func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c Change)) (err error) {
 	if err := w.Validate(); err != nil {
 		return err
@@ -202,8 +203,7 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 	// began: when the read (or wait) that brought rec began. A term is
 	// over only for a read begun at or after its expiry: one begun before
 	// may predate an extension, however late it (or cb) ends.
-	began := w.Clock.Now()
-	rec, err := w.read(ctx, h, r)
+	rec, began, err := w.read(ctx, h, r)
 	pushed, vouched := false, false // rec came from the push channel; a wait it vouched for came before rec was read
 	// outrun counts reads in a row whose record's term ended while they
 	// were under way (see below).
@@ -258,13 +258,19 @@ func (w WatchConfig) Watch(ctx context.Context, cb func(ctx context.Context, c C
 				w.report(ctx, fmt.Errorf("leaderelection: watch on %s: reads take longer than what is left of the term they find (the last took %v, its term had %v left when it began); nothing is reported until one ends within its term",
 					storeName(w.Decider), w.Clock.Now().Sub(began), rec.TermExpiry.Sub(began)))
 			}
-			began = w.Clock.Now()
-			rec, err = w.read(ctx, h, r)
+			rec, began, err = w.read(ctx, h, r)
 			pushed, vouched = false, false
 			continue
 		}
 		outrun = 0
 		if news {
+			if kind == LeaderElected && exists(last) && !last.Released && !expired && !began.Before(last.TermExpiry) {
+				// Another tenure, found by a read begun after the
+				// last one's term ended unreported (reads failed
+				// across its expiry, say): that expiry is news too,
+				// and came first.
+				cb(ctx, Change{Kind: TermExpired, Entry: *last.Clone()})
+			}
 			c := Change{Kind: kind, Entry: *rec.Clone()}
 			if kind == RecordDeleted {
 				c.Entry = *last.Clone()
@@ -308,7 +314,7 @@ func (w *WatchConfig) confirmAbsence(ctx context.Context, h *hook, r *rng, absen
 		if !w.Clock.SleepFor(ctx, b.next()) {
 			return nil, ctx.Err()
 		}
-		rec, err := w.read(ctx, h, r)
+		rec, _, err := w.read(ctx, h, r)
 		if err != nil || exists(rec) {
 			return rec, err
 		}
@@ -369,8 +375,7 @@ func (w *WatchConfig) next(ctx context.Context, wt *waiter, h *hook, r *rng, gri
 		}
 		vouched = quiet
 	}
-	began = w.Clock.Now()
-	rec, err = w.read(ctx, h, r)
+	rec, began, err = w.read(ctx, h, r)
 	return rec, began, false, vouched, err
 }
 
@@ -386,11 +391,16 @@ const watchReadTimeout = 10 * time.Second
 // (to a millisecond at first), however short its PollInterval.
 const watchRetryFloor = 64 * time.Millisecond
 
-func (w *WatchConfig) read(ctx context.Context, h *hook, r *rng) (*entry.RaceEntry, error) {
-	return readRetrying(ctx, w.Clock, r, nil, h, w.Decider, watchReadTimeout, min(max(w.PollInterval, watchRetryFloor), watchReadTimeout), time.Time{}, func(err error) error {
+// read reads the record, retrying failures, and tells when the read that
+// found it began: no earlier than the last failure, after which it was sent.
+func (w *WatchConfig) read(ctx context.Context, h *hook, r *rng) (rec *entry.RaceEntry, began time.Time, err error) {
+	began = w.Clock.Now()
+	rec, err = readRetrying(ctx, w.Clock, r, nil, h, w.Decider, watchReadTimeout, min(max(w.PollInterval, watchRetryFloor), watchReadTimeout), time.Time{}, func(err error) error {
+		began = w.Clock.Now()
 		w.report(ctx, fmt.Errorf("leaderelection: watch on %s: reading the election record failed; retrying: %w", storeName(w.Decider), err))
 		return nil
 	})
+	return rec, began, err
 }
 
 func (w *WatchConfig) report(ctx context.Context, err error) {

@@ -676,3 +676,37 @@ func TestWatchSaysWhenReadsOutlastTerms(t *testing.T) {
 		<-writer
 	})
 }
+
+// TestWatchReportsAnExpiryReadsFailedAcross: reads that fail from before a
+// term's expiry until another tenure has begun still report that expiry,
+// before the new leader, as a watcher whose reads went through would have.
+// The new leader used to be reported alone.
+func TestWatchReportsAnExpiryReadsFailedAcross(t *testing.T) {
+	for _, push := range []bool{false, true} {
+		t.Run(fmt.Sprintf("push=%v", push), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memory.NewDecider()
+				writeTerm(t, mem, "a", true, time.Now().Add(2*time.Second))
+				f := &faultyDecider{RaceDecider: mem}
+				var d leaderelection.RaceDecider = f
+				if push {
+					d = pushingFaultyDecider{f}
+				}
+				w, stop := startWatch(t, leaderelection.WatchConfig{Decider: d, MaxClockSkew: skew})
+				time.Sleep(time.Second)
+				synctest.Wait()
+				f.failAll.Store(true) // from 1 s before a's expiry
+				time.Sleep(3 * time.Second)
+				writeTerm(t, mem, "b", true, time.Now().Add(10*time.Second)) // b takes over at 4 s
+				time.Sleep(time.Second)
+				f.failAll.Store(false)
+				time.Sleep(2 * time.Second)
+				synctest.Wait()
+				if got, want := w.String(), "elected a 0; expired a 0; elected b 1"; got != want {
+					t.Errorf("watcher reported\n  %s\nwant\n  %s", got, want)
+				}
+				stop()
+			})
+		})
+	}
+}
