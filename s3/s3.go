@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
@@ -79,8 +80,15 @@ func NewDecider(client *s3.Client, bucket, key string, opts ...Option) (*Decider
 	case strings.ContainsAny(bucket, "/ "):
 		errs = append(errs, fmt.Errorf("bucket %q is not a bucket name (it contains '/' or a space)", bucket))
 	}
-	if key == "" {
+	switch {
+	case key == "":
 		errs = append(errs, errors.New(`key is empty ("")`))
+	case !utf8.ValidString(key):
+		// S3 documents object keys as UTF-8. gofakes3 and versitygw
+		// take such a key all the same, but list every byte that is not
+		// UTF-8 as U+FFFD: keys differing only in those bytes cannot be
+		// told apart by anything that reads the bucket's listing.
+		errs = append(errs, fmt.Errorf("key %q is not valid UTF-8", key))
 	}
 	d := &Decider{
 		client:  client,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ func TestNewDeciderValidates(t *testing.T) {
 		{"both empty", c, "", "", nil, []string{"bucket is empty", "key is empty"}},
 		{"nil client", nil, "b", "k", nil, []string{"client is nil"}},
 		{"slash in bucket", c, "b/x", "k", nil, []string{`bucket "b/x"`}},
+		{"key not UTF-8", c, "b", "jobs/\xff", nil, []string{`key "jobs/\xff" is not valid UTF-8`}},
 		{"negative timeout", c, "b", "k", []les3.Option{les3.WithTimeout(-time.Second)}, []string{"timeout -1s"}},
 	}
 	for _, tc := range cases {
@@ -58,6 +60,25 @@ func TestNewDeciderValidates(t *testing.T) {
 	if got := d.String(); got != "s3://b/elections/job" {
 		t.Errorf("String() = %q", got)
 	}
+}
+
+// TestNonUTF8KeyRefused checks that a key that is not UTF-8 is refused by
+// NewDecider, naming the key: S3 documents keys as UTF-8. When NewDecider
+// lets one by, the test says what each store answers a read and a write of
+// it (gofakes3 and versitygw take it).
+func TestNonUTF8KeyRefused(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *store) {
+		key := newKey() + "\xff"
+		d, err := les3.NewDecider(s.client(t, ""), s.bucket, key)
+		if err == nil {
+			_, rerr := d.ReadCurrent(t.Context())
+			_, werr := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "l", WriteID: "w-0"})
+			t.Fatalf("NewDecider(%q) accepted a key that is not UTF-8; ReadCurrent then gives %v, WriteEntry %v", key, rerr, werr)
+		}
+		if !strings.Contains(err.Error(), strconv.Quote(key)+" is not valid UTF-8") {
+			t.Errorf("error %q does not say that the key %q is not UTF-8", err, key)
+		}
+	})
 }
 
 // TestConformance runs the conformance suite with 50 writers racing on one

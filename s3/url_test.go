@@ -40,6 +40,7 @@ func TestOpenURLRejects(t *testing.T) {
 		"s3://elections/k?region=us-east-1&endpoint=http://h:1/p?x":                       "no user information, query or fragment",
 		"s3://elections/k?region=r/../x":                                                  `region="r/../x": want an AWS region`,
 		"s3://elections/k?region=US-EAST-1":                                               `region="US-EAST-1"`,
+		"s3://elections/b%FF?region=us-east-1":                                            `key "b\xff" is not valid UTF-8`,
 	})
 }
 
