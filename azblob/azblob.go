@@ -80,9 +80,9 @@ func WithTimeout(d time.Duration) Option {
 // NewDecider returns a Decider for the record stored in the block blob named
 // blobName in the container client addresses. The container must exist; the
 // blob is created by the first election. blobName must be UTF-8, 1 to 1024
-// bytes, hold no backslash (Azure stores one as '/', so that the record
-// would share a name spelt with slashes) and not end in '/' or '.' (which
-// Azure drops).
+// characters (code points, not bytes), hold no backslash (Azure stores one
+// as '/', so that the record would share a name spelt with slashes) and not
+// end in '/' or '.' (which Azure drops).
 //
 // Make the client with any of the SDK's constructors: container.NewClient
 // with an azidentity credential, container.NewClientFromConnectionString,
@@ -142,8 +142,12 @@ func validBlobName(b string) error {
 		// names no blob: Azurite answers 500, an unknown outcome that
 		// would be retried for ever.
 		return fmt.Errorf("blob name %q is not valid UTF-8", b)
-	case len(b) > 1024:
-		return fmt.Errorf("blob name %.40q... is %d characters long, more than 1024", b, len(b))
+	case utf8.RuneCountInString(b) > 1024:
+		// Azure documents the limit in characters, not bytes: a name of
+		// 600 "é" (1200 bytes) is a valid one. Counting code points
+		// refuses no name Azure takes, whether it counts code points or
+		// UTF-16 units (where a rune outside the BMP is two).
+		return fmt.Errorf("blob name %.40q... is %d characters long, more than 1024", b, utf8.RuneCountInString(b))
 	case strings.Contains(b, `\`):
 		// Blob Storage stores a backslash as a forward slash: the record
 		// would live under another name, one that a name spelt with

@@ -41,7 +41,8 @@ func TestNewDeciderValidates(t *testing.T) {
 		{"nil client", nil, "b", nil, []string{"container client is nil"}},
 		{"both", nil, "", nil, []string{"container client is nil", "blob name is empty"}},
 		{"trailing slash", c, "elections/", nil, []string{`"elections/" ends with`}},
-		{"too long", c, strings.Repeat("x", 1025), nil, []string{"more than 1024"}},
+		{"too long", c, strings.Repeat("x", 1025), nil, []string{"1025 characters long, more than 1024"}},
+		{"too long in characters", c, strings.Repeat("é", 1025), nil, []string{"1025 characters long, more than 1024"}},
 		{"not UTF-8", c, "jobs/\xff", nil, []string{`blob name "jobs/\xff" is not valid UTF-8`}},
 		{"backslash", c, `jobs\report`, nil, []string{`blob name "jobs\\report" holds a backslash`}},
 		{"no container", noContainer, "b", nil, []string{"names no container"}},
@@ -59,6 +60,10 @@ func TestNewDeciderValidates(t *testing.T) {
 				}
 			}
 		})
+	}
+	// Azure's limit is 1024 characters, not bytes: 1024 "é" are 2048.
+	if _, err := leazblob.NewDecider(c, strings.Repeat("é", 1024)); err != nil {
+		t.Errorf("NewDecider with a name of 1024 characters (2048 bytes): %v", err)
 	}
 	d, err := leazblob.NewDecider(c, "jobs/report")
 	if err != nil {
@@ -97,6 +102,27 @@ func TestNonUTF8BlobNameRefused(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), strconv.Quote(name)+" is not valid UTF-8") {
 		t.Errorf("error %q does not say that the blob name %q is not UTF-8", err, name)
+	}
+}
+
+// TestLongNonASCIIBlobName: Azure limits blob names to 1024 characters, not
+// bytes. A name of 1000 "é" (2000 bytes) is accepted by NewDecider and by the
+// store, which holds and returns the record under it.
+func TestLongNonASCIIBlobName(t *testing.T) {
+	s := azurite(t)
+	prefix := newBlob() + "/"
+	name := prefix + strings.Repeat("é", 1000-len(prefix))
+	d, err := leazblob.NewDecider(s.client(t, "", s.container), name)
+	if err != nil {
+		t.Fatalf("NewDecider with a name of %d characters (%d bytes): %v", len([]rune(name)), len(name), err)
+	}
+	tok, err := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "l", WriteID: "w-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.ReadCurrent(t.Context())
+	if err != nil || got.WriteID != "w-0" || got.Token.Version != tok.Version {
+		t.Fatalf("read back %+v, %v; want write w-0 with version %q", got, err, tok.Version)
 	}
 }
 
