@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -158,7 +159,8 @@ func TestWriteAnswers(t *testing.T) {
 		{"IncompleteSignature (no code listed)", []canned{c(400, "IncompleteSignatureException")}, refused},
 		{"TransactionConflict", []canned{c(400, "TransactionConflictException")}, unknown},
 		{"ReplicatedWriteConflict", []canned{c(400, "ReplicatedWriteConflictException")}, unknown},
-		{"ExpiredToken", []canned{c(400, "ExpiredTokenException")}, unknown},
+		// With static credentials (newClient's); see TestExpiredToken.
+		{"ExpiredToken", []canned{c(400, "ExpiredTokenException")}, refused},
 		{"429 without a code listed", []canned{c(429, "Unlisted")}, unknown},
 		{"InternalServerError on every attempt", []canned{c(500, "InternalServerError")}, unknown},
 		{"503 on every attempt", []canned{c(503, "ServiceUnavailable")}, unknown},
@@ -502,6 +504,54 @@ func TestTLSFailureIsRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			racedecidertest.CheckRefuses(t, d, endpoint, "dynamodb://elections/key")
+		})
+	}
+}
+
+// TestExpiredToken: ExpiredTokenException is a refusal, ending Acquire with
+// an error naming the table, when the client's credentials are never
+// replaced (static ones, or cached ones that cannot expire): the token stays
+// expired. With credentials that are refreshed it stays an unknown outcome
+// that the engine retries, as the next request may carry a new token.
+func TestExpiredToken(t *testing.T) {
+	fixed := func(canExpire bool) aws.CredentialsProviderFunc {
+		return func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret", SessionToken: "token",
+				Source: "test", CanExpire: canExpire, Expires: time.Now().Add(time.Hour)}, nil
+		}
+	}
+	static := credentials.NewStaticCredentialsProvider("AKID", "secret", "token")
+	for _, tc := range []struct {
+		name    string
+		creds   aws.CredentialsProvider
+		refused string // what the refusal says, "" for an unknown outcome
+	}{
+		{"static", static, "static credentials"},
+		{"static, cached", aws.NewCredentialsCache(static), "static credentials"},
+		{"cached, cannot expire", aws.NewCredentialsCache(fixed(false)), `(source "test") cannot expire`},
+		{"cached, can expire", aws.NewCredentialsCache(fixed(true)), ""},
+		// Asked for every request: may give new credentials whatever
+		// they say of themselves.
+		{"not cached, cannot expire", fixed(false), ""},
+		{"not cached, can expire", fixed(true), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := newCannedServer(t, canned{status: 400, code: "ExpiredTokenException"})
+			d, err := ledynamodb.NewDecider(newClientWith(t, cs.url, tc.creds), "elections", "key")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.refused != "" {
+				racedecidertest.CheckRefuses(t, d, "dynamodb://elections/key", "session token has expired", tc.refused)
+				return
+			}
+			_, rerr := d.ReadCurrent(t.Context())
+			_, werr := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
+			for what, err := range map[string]error{"ReadCurrent": rerr, "WriteEntry": werr} {
+				if err == nil || errors.Is(err, entry.ErrRefused) || errors.Is(err, entry.ErrThrottled) || errors.Is(err, entry.ErrRaceLost) {
+					t.Errorf("%s: %v; want an unknown outcome", what, err)
+				}
+			}
 		})
 	}
 }

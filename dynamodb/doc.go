@@ -53,7 +53,14 @@
 // that has expired or is not yet valid, which time cures, is an unknown
 // outcome). TransactionConflictException and
 // ReplicatedWriteConflictException, 400s that a later attempt may pass, are
-// not refusals.
+// not refusals; nor is ExpiredTokenException when the client's credentials
+// are refreshed (the SDK renews them only once this host's clock says they
+// have expired, so a request signed as they run out can get it, and the next
+// pass). It is a refusal when they never are: static credentials
+// (credentials.StaticCredentialsProvider, which is what
+// config.LoadDefaultConfig makes of AWS_SESSION_TOKEN or a shared
+// credentials file), or an aws.CredentialsCache holding credentials that
+// cannot expire.
 //
 // # Retries and unknown outcomes
 //

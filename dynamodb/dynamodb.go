@@ -46,7 +46,10 @@ const (
 // one DynamoDB item. It is safe for concurrent use. It does not implement
 // leaderelection.ChangeNotifier: candidates and watchers poll.
 type Decider struct {
-	client   *ddb.Client
+	client *ddb.Client
+	// creds is the client's credentials provider, which classify asks
+	// whether an expired session token can be replaced.
+	creds    aws.CredentialsProvider
 	table    string
 	key      string
 	keyAttr  string
@@ -106,6 +109,8 @@ func NewDecider(client *ddb.Client, table, key string, opts ...Option) (*Decider
 	var errs []error
 	if client == nil {
 		errs = append(errs, errors.New("client is nil"))
+	} else {
+		d.creds = client.Options().Credentials
 	}
 	if !tableName.MatchString(table) {
 		errs = append(errs, fmt.Errorf("table %q is not a DynamoDB table name (3 to 255 of a-z, A-Z, 0-9, '_', '-', '.')", table))
@@ -309,7 +314,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 
 	opCtx, cancel := d.opContext(ctx)
 	defer cancel()
-	var attempts attemptLog
+	attempts := attemptLog{creds: d.creds}
 	out, err := d.client.PutItem(opCtx, in, ddb.WithAPIOptions(attempts.install))
 	what := "write " + d.name + " (" + cond + ")"
 	if err != nil {
@@ -368,7 +373,7 @@ func (d *Decider) fail(ctx, opCtx context.Context, what string, err error, attem
 	case ctx.Err() == nil && opCtx.Err() != nil:
 		return fmt.Errorf("dynamodb: %s: no answer within %s (see WithTimeout): %w", what, d.timeout, err)
 	}
-	class := classify(err)
+	class := classify(err, d.creds)
 	switch {
 	case class == nil:
 		return fmt.Errorf("dynamodb: %s: %w", what, err)
@@ -384,7 +389,8 @@ func (d *Decider) fail(ctx, opCtx context.Context, what string, err error, attem
 
 // attemptLog records the attempts the SDK makes for one operation.
 type attemptLog struct {
-	n atomic.Int32
+	creds aws.CredentialsProvider // the client's, for classify
+	n     atomic.Int32
 	// ambiguous is set once an attempt ended in a way that does not prove
 	// it was not applied: a timeout, a reset, a 5xx.
 	ambiguous atomic.Bool
@@ -397,7 +403,7 @@ func (l *attemptLog) install(st *middleware.Stack) error {
 		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
 			l.n.Add(1)
 			out, md, err := next.HandleFinalize(ctx, in)
-			if err != nil && classify(err) == nil {
+			if err != nil && classify(err, l.creds) == nil {
 				l.ambiguous.Store(true)
 			}
 			return out, md, err

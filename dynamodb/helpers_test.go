@@ -80,13 +80,19 @@ func (s *store) hostPort(t *testing.T) string {
 // tests stay quick.
 func newClient(t *testing.T, endpoint string) *ddb.Client {
 	t.Helper()
+	return newClientWith(t, endpoint, credentials.NewStaticCredentialsProvider("leaderelectiontest", "test-secret", ""))
+}
+
+// newClientWith is newClient with the credentials creds provides.
+func newClientWith(t *testing.T, endpoint string, creds aws.CredentialsProvider) *ddb.Client {
+	t.Helper()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	t.Cleanup(tr.CloseIdleConnections)
 	return ddb.New(ddb.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(endpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider("leaderelectiontest", "test-secret", ""),
+		Credentials:  creds,
 		HTTPClient:   &http.Client{Transport: tr},
 		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxBackoff = 50 * time.Millisecond
