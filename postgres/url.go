@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -26,7 +27,10 @@ import (
 // pool_max_conns, pool_min_conns, pool_max_conn_lifetime,
 // pool_max_conn_idle_time and pool_health_check_period; any other is an
 // error, as is one given twice or empty ("sslmode="), or a fragment (write
-// a '#' in a password as %23). The Decider opened owns its pool: close it
+// a '#' in a password as %23). So is a value pgx or pgxpool would take but
+// not as meant: sslsni other than 0 or 1, pool_min_conns below 0 or above
+// pool_max_conns, a negative pool_max_conn_lifetime or
+// pool_max_conn_idle_time, a pool_health_check_period under a second. The Decider opened owns its pool: close it
 // with its Close method (it is an io.Closer).
 const Scheme = "postgres"
 
@@ -40,6 +44,9 @@ var urlParams = []string{
 }
 
 const form = "postgres://USER@HOST:PORT/DATABASE?table=TABLE&election=NAME"
+
+// minHealthCheckPeriod is the shortest pool_health_check_period taken.
+const minHealthCheckPeriod = time.Second
 
 func init() {
 	for _, s := range []string{Scheme, "postgresql"} {
@@ -76,12 +83,24 @@ func openURL(_ context.Context, u *url.URL) (leaderelection.RaceDecider, error) 
 		return nil, fmt.Errorf("%w: %w", leaderelection.ErrBadURL, err)
 	}
 	// pgxpool takes these as given: a health check period not above zero
-	// panics in the pool's goroutine.
+	// panics in the pool's goroutine, and one of a nanosecond runs the
+	// checks, each of which takes every idle connection out of the pool,
+	// without a pause; a negative lifetime or idle time means what 0 does
+	// (no limit on a connection's age; close every idle one at each
+	// check), and is a slip. pgx takes any sslsni but "1" for "0": sslsni=true
+	// would turn SNI off.
 	switch {
-	case cfg.HealthCheckPeriod <= 0:
-		return nil, fmt.Errorf("%w: pool_health_check_period %v: want a positive duration", leaderelection.ErrBadURL, cfg.HealthCheckPeriod)
+	case cfg.HealthCheckPeriod < minHealthCheckPeriod:
+		return nil, fmt.Errorf("%w: pool_health_check_period %v: want a duration of at least %v", leaderelection.ErrBadURL, cfg.HealthCheckPeriod, minHealthCheckPeriod)
 	case cfg.MinConns < 0 || cfg.MinConns > cfg.MaxConns:
 		return nil, fmt.Errorf("%w: pool_min_conns %d: want 0 to pool_max_conns (%d)", leaderelection.ErrBadURL, cfg.MinConns, cfg.MaxConns)
+	case cfg.MaxConnLifetime < 0:
+		return nil, fmt.Errorf("%w: pool_max_conn_lifetime %v: want 0 (no limit) or a positive duration", leaderelection.ErrBadURL, cfg.MaxConnLifetime)
+	case cfg.MaxConnIdleTime < 0:
+		return nil, fmt.Errorf("%w: pool_max_conn_idle_time %v: want 0 or a positive duration", leaderelection.ErrBadURL, cfg.MaxConnIdleTime)
+	}
+	if v := q.Get("sslsni"); v != "" && v != "0" && v != "1" {
+		return nil, fmt.Errorf("%w: sslsni=%q: want 0 or 1", leaderelection.ErrBadURL, v)
 	}
 	// Connecting is lazy: the first ReadCurrent tells whether the server
 	// can be reached.

@@ -29,10 +29,16 @@ func TestOpenDeciderBadURLs(t *testing.T) {
 		"postgres://u@h/db?table=t&election=e#1":        "a fragment (#...)",
 		// Pool settings pgxpool would take and fail on later (a health
 		// check period of 0 panicked).
-		"postgres://u@h/db?table=t&election=e&pool_health_check_period=0s":       "pool_health_check_period 0s: want a positive duration",
+		"postgres://u@h/db?table=t&election=e&pool_health_check_period=0s":       "pool_health_check_period 0s: want a duration of at least 1s",
 		"postgres://u@h/db?table=t&election=e&pool_health_check_period=-1m":      "pool_health_check_period -1m0s",
 		"postgres://u@h/db?table=t&election=e&pool_min_conns=5&pool_max_conns=1": "pool_min_conns 5: want 0 to pool_max_conns (1)",
 		"postgres://u@h/db?table=t&election=e&pool_min_conns=-3":                 "pool_min_conns -3",
+		// Values pgx or pgxpool takes, but not as meant.
+		"postgres://u@h/db?table=t&election=e&pool_health_check_period=1ns": "pool_health_check_period 1ns: want a duration of at least 1s",
+		"postgres://u@h/db?table=t&election=e&pool_max_conn_lifetime=-1h":   "pool_max_conn_lifetime -1h0m0s: want 0 (no limit) or a positive duration",
+		"postgres://u@h/db?table=t&election=e&pool_max_conn_idle_time=-5m":  "pool_max_conn_idle_time -5m0s: want 0 or a positive duration",
+		"postgres://u@h/db?table=t&election=e&sslmode=require&sslsni=true":  `sslsni="true": want 0 or 1`,
+		"postgres://u@h/db?table=t&election=e&sslmode=require&sslsni=yes":   `sslsni="yes"`,
 	}
 	for raw, want := range cases {
 		d, err := leaderelection.OpenDecider(t.Context(), raw)
