@@ -57,7 +57,9 @@
 // version pgx cannot encode as the column's type), a
 // missing privilege, failed authentication, a server certificate this host
 // does not trust or that names another host (sslmode=verify-ca or
-// verify-full; an expired one is retried) or a server older than PostgreSQL
+// verify-full; an expired one is retried), a server that does not take TLS
+// connections when the sslmode asks for them (require, verify-ca,
+// verify-full: the error names the server) or a server older than PostgreSQL
 // 11 (no sha256) are refusals (entry.ErrRefused: Acquire ends, naming the
 // table and row); too many connections, serialization failures, deadlocks,
 // lock timeouts, a server starting up or a read-only session are throttling

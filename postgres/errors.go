@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"errors"
+	"net"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,10 +27,10 @@ import (
 func errorClass(err error) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
-		if encodeFailed(err) || tlsfail.Why(err) != "" {
+		if encodeFailed(err) || tlsfail.Why(err) != "" || tlsRefused(err) != "" {
 			// Nothing was sent: the same write fails again, or no
-			// connection can be made until sslrootcert or the
-			// server's certificate changes.
+			// connection can be made until sslrootcert, the
+			// server's certificate or its configuration changes.
 			return entry.ErrRefused
 		}
 		return nil
@@ -80,6 +82,51 @@ func encodeFailed(err error) bool {
 	return strings.Contains(err.Error(), "failed to encode args[")
 }
 
+// tlsRefusedText is pgconn's error when the server answers the SSLRequest
+// with 'N' (ssl off, or a pooler without TLS), under sslmode require,
+// verify-ca or verify-full: an errors.New of its own, with no type.
+const tlsRefusedText = "server refused TLS connection"
+
+// tlsRefused names the server (host:port) when err is pgconn failing to
+// connect because it refused TLS, and every address tried did (with several
+// hosts, or sslmode=prefer's fallback without TLS, another failure may
+// pass): no statement was sent, and none will be until the server's
+// configuration or the sslmode changes. It is "" otherwise.
+func tlsRefused(err error) string {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) || ce.Config == nil {
+		return ""
+	}
+	leaves := leafErrors(errors.Unwrap(ce), nil)
+	if len(leaves) == 0 {
+		return ""
+	}
+	for _, l := range leaves {
+		if l.Error() != tlsRefusedText {
+			return ""
+		}
+	}
+	return net.JoinHostPort(ce.Config.Host, strconv.Itoa(int(ce.Config.Port)))
+}
+
+// leafErrors appends to leaves the errors in err's tree that wrap no other.
+func leafErrors(err error, leaves []error) []error {
+	switch u := err.(type) {
+	case nil:
+		return leaves
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			leaves = leafErrors(e, leaves)
+		}
+		return leaves
+	case interface{ Unwrap() error }:
+		if next := u.Unwrap(); next != nil {
+			return leafErrors(next, leaves)
+		}
+	}
+	return append(leaves, err)
+}
+
 // fix says what a refusal needs from whoever set the election up, where the
 // server's message names the problem but not the remedy.
 func fix(err error) string {
@@ -90,6 +137,10 @@ func fix(err error) string {
 		}
 		if why := tlsfail.Why(err); why != "" {
 			return " (" + why + ")"
+		}
+		if server := tlsRefused(err); server != "" {
+			return " (the server at " + server + " does not take TLS connections, which the sslmode asks for:" +
+				" turn ssl on in its configuration, or change sslmode)"
 		}
 		return ""
 	}

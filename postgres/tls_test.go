@@ -2,12 +2,15 @@ package postgres_test
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 
+	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/racedecidertest"
 )
 
@@ -45,4 +48,72 @@ func TestTLSFailureIsRefused(t *testing.T) {
 	}()
 	d := newDecider(t, newPool(t, "postgres://u:p@"+ln.Addr().String()+"/db?sslmode=verify-full", 1), "elections", "job")
 	racedecidertest.CheckRefuses(t, d, d.String(), "presents a certificate this host does not accept")
+}
+
+// TestTLSRefusedIsRefused: with sslmode=require, a server that answers the
+// SSLRequest with 'N' (ssl off, as on the throwaway server, or a pooler
+// without TLS) never gets a statement, and will not until its configuration
+// or the sslmode changes: not a connection failure retried for ever (it was
+// throttling) but a refusal naming the row and the server, and Acquire ends.
+func TestTLSRefusedIsRefused(t *testing.T) {
+	ln := refusingTLS(t)
+	d := newDecider(t, newPool(t, "postgres://u:p@"+ln.Addr().String()+"/db?sslmode=require", 1), "elections", "job")
+	racedecidertest.CheckRefuses(t, d, d.String(), "the server at "+ln.Addr().String()+" does not take TLS connections")
+
+	// With a second host that may come up, the failure may pass.
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	d = newDecider(t, newPool(t, "postgres://u:p@"+ln.Addr().String()+","+closed.Addr().String()+"/db?sslmode=require", 1), "elections", "job")
+	_, err = d.ReadCurrent(t.Context())
+	if err == nil || errors.Is(err, entry.ErrRefused) {
+		t.Errorf("ReadCurrent with one host refusing TLS and one down: %v; want an error that is not a refusal", err)
+	}
+	t.Logf("one host refusing TLS, one down: %v", err)
+}
+
+// refusingTLS returns a listener that answers every SSLRequest with 'N'.
+func refusingTLS(t *testing.T) net.Listener {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := io.ReadFull(c, make([]byte, 8)); err != nil { // SSLRequest
+					return
+				}
+				_, _ = c.Write([]byte{'N'})
+				_, _ = io.Copy(io.Discard, c) // until pgx hangs up
+			}()
+		}
+	}()
+	return ln
+}
+
+// TestTLSRefusedByServer: the same against the throwaway server, when it
+// runs without ssl.
+func TestTLSRefusedByServer(t *testing.T) {
+	u, err := url.Parse(serverDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("sslmode", "require")
+	u.RawQuery = q.Encode()
+	pool := newPool(t, u.String(), 1)
+	if err := pool.Ping(t.Context()); err == nil {
+		t.Skip("the server takes TLS connections")
+	}
+	d := newDecider(t, pool, "elections", "job")
+	racedecidertest.CheckRefuses(t, d, d.String(), "does not take TLS connections", u.Host)
 }
