@@ -82,7 +82,11 @@ func WithTimeout(d time.Duration) Option {
 // blob is created by the first election. blobName must be UTF-8, 1 to 1024
 // characters (code points, not bytes), hold no backslash (Azure stores one
 // as '/', so that the record would share a name spelt with slashes) and not
-// end in '/' or '.' (which Azure drops).
+// end in '/' or '.' (which Azure drops). The container, the last element
+// of the client's URL path, must be named as Azure requires (3 to 63
+// lowercase letters, digits and hyphens, starting and ending with a letter
+// or digit, no two hyphens in a row), or be a system container ($root,
+// $web, ...).
 //
 // Make the client with any of the SDK's constructors: container.NewClient
 // with an azidentity credential, container.NewClientFromConnectionString,
@@ -108,6 +112,9 @@ func NewDecider(client *container.Client, blobName string, opts ...Option) (*Dec
 			errs = append(errs, fmt.Errorf("container URL %q names no container", redactURL(client.URL())))
 		default:
 			containerName = path.Base(u.Path)
+			if err := validContainerName(containerName); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if err := validBlobName(blobName); err != nil {
@@ -130,6 +137,40 @@ func NewDecider(client *container.Client, blobName string, opts ...Option) (*Dec
 	}
 	d.blob = client.NewBlockBlobClient(blobName)
 	return d, nil
+}
+
+// validContainerName checks the naming rules Azure documents for
+// containers: 3 to 63 lowercase letters, digits and hyphens, starting and
+// ending with a letter or digit, no two hyphens in a row. Blob Storage and
+// Azurite answer a request naming any other container with 400
+// (InvalidResourceName, OutOfRangeInput), a refusal that would end Acquire
+// with a less helpful error; this one names the container and the rule. The
+// system containers ($root, $web, $logs) start with '$' and are left to the
+// service, as Azurite leaves them.
+func validContainerName(c string) error {
+	if strings.HasPrefix(c, "$") {
+		return nil
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("container name %q is not one Azure takes: %s (3 to 63 lowercase letters, digits and hyphens, starting and ending with a letter or digit, no two hyphens in a row)", c, why)
+	}
+	for _, r := range c {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			if r >= 'A' && r <= 'Z' {
+				return bad("it holds an uppercase letter")
+			}
+			return bad(fmt.Sprintf("it holds %q", r))
+		}
+	}
+	switch {
+	case len(c) < 3 || len(c) > 63:
+		return bad(fmt.Sprintf("its length is %d", len(c)))
+	case c[0] == '-' || c[len(c)-1] == '-':
+		return bad("it starts or ends with a hyphen")
+	case strings.Contains(c, "--"):
+		return bad("it holds two hyphens in a row")
+	}
+	return nil
 }
 
 // validBlobName checks the naming rules Azure documents for blobs.

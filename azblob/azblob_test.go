@@ -30,6 +30,7 @@ func TestNewDeciderValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	short, upper, hyphens := containerAt(t, "ab"), containerAt(t, "Elections"), containerAt(t, "le--jobs")
 	cases := []struct {
 		name   string
 		client *container.Client
@@ -46,6 +47,9 @@ func TestNewDeciderValidates(t *testing.T) {
 		{"not UTF-8", c, "jobs/\xff", nil, []string{`blob name "jobs/\xff" is not valid UTF-8`}},
 		{"backslash", c, `jobs\report`, nil, []string{`blob name "jobs\\report" holds a backslash`}},
 		{"no container", noContainer, "b", nil, []string{"names no container"}},
+		{"container too short", short, "b", nil, []string{`container name "ab"`, "its length is 2"}},
+		{"container uppercase", upper, "b", nil, []string{`container name "Elections"`, "uppercase"}},
+		{"container double hyphen", hyphens, "b", nil, []string{`container name "le--jobs"`, "two hyphens in a row"}},
 		{"negative timeout", c, "b", []leazblob.Option{leazblob.WithTimeout(-time.Second)}, []string{"timeout -1s"}},
 	}
 	for _, tc := range cases {
@@ -64,6 +68,10 @@ func TestNewDeciderValidates(t *testing.T) {
 	// Azure's limit is 1024 characters, not bytes: 1024 "é" are 2048.
 	if _, err := leazblob.NewDecider(c, strings.Repeat("é", 1024)); err != nil {
 		t.Errorf("NewDecider with a name of 1024 characters (2048 bytes): %v", err)
+	}
+	// A system container, left to the service.
+	if _, err := leazblob.NewDecider(containerAt(t, "$root"), "b"); err != nil {
+		t.Errorf("NewDecider in $root: %v", err)
 	}
 	d, err := leazblob.NewDecider(c, "jobs/report")
 	if err != nil {
@@ -87,6 +95,17 @@ func TestNewDeciderValidates(t *testing.T) {
 			t.Errorf("with the container at %s: String() = %q, want azblob://elections/b", ep, got)
 		}
 	}
+}
+
+// containerAt returns a client for the container named so in an Azure
+// account, which no test sends a request to.
+func containerAt(t *testing.T, name string) *container.Client {
+	t.Helper()
+	c, err := container.NewClientWithNoCredential("https://acct.blob.core.windows.net/"+name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // TestNonUTF8BlobNameRefused checks that a blob name that is not UTF-8 is
@@ -221,6 +240,28 @@ func TestCreateOnExistingBlobLosesRace(t *testing.T) {
 		t.Fatalf("create on an existing blob: err = %v, want entry.ErrRaceLost", err)
 	}
 	t.Logf("Azurite answers: %v", err)
+}
+
+// TestInvalidContainerNameRefused: a container name that breaks Azure's
+// naming rules is refused by NewDecider, naming it, rather than sent to the
+// store. When NewDecider lets one by, the test says what the store answers a
+// read, a write and a campaign.
+func TestInvalidContainerNameRefused(t *testing.T) {
+	s := azurite(t)
+	for _, name := range []string{"Elections", "ab", "le--" + runID, "le_" + runID, "-le" + runID, strings.Repeat("x", 64)} {
+		t.Run(name, func(t *testing.T) {
+			d, err := leazblob.NewDecider(s.client(t, "", name), "k")
+			if err == nil {
+				_, rerr := d.ReadCurrent(t.Context())
+				_, werr := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "l", WriteID: "w-0"})
+				t.Fatalf("NewDecider accepted container %q; ReadCurrent then gives %v, WriteEntry %v, Acquire %v",
+					name, rerr, werr, racedecidertest.AcquireEnds(t, d))
+			}
+			if !strings.Contains(err.Error(), "container name "+strconv.Quote(name)) {
+				t.Errorf("error %q does not name the container %q", err, name)
+			}
+		})
+	}
 }
 
 // TestMissingContainerIsRefused: a missing container must not read as an

@@ -20,7 +20,8 @@ import (
 //
 //	azblob://CONTAINER/BLOB[?storage_account=NAME&endpoint=URL]
 //
-// The blob name is the URL's path without its leading slash, percent-decoded.
+// The blob name is the URL's path without its leading slash, percent-decoded;
+// the container, the host, must be named as Azure requires (see NewDecider).
 // Following gocloud.dev's azureblob driver, credentials come from the
 // environment, the first of these that is set:
 //

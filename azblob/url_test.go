@@ -61,6 +61,10 @@ func TestOpenURLRejects(t *testing.T) {
 		{"azblob://c/jobs?storage_account=a#1", map[string]string{leazblob.EnvKey: key}, `fragment "#1"`},
 		{"azblob://u:" + key + "@c/b?storage_account=a", map[string]string{leazblob.EnvKey: key}, `user information "u:xxxxx@"`},
 		{"azblob://c:10/b?storage_account=a", map[string]string{leazblob.EnvKey: key}, `container "c:10" has a port`},
+		{"azblob://Elections/b?storage_account=acct", map[string]string{leazblob.EnvKey: key}, `container name "Elections" is not one Azure takes: it holds an uppercase letter`},
+		{"azblob://le_jobs/b?storage_account=acct", map[string]string{leazblob.EnvKey: key}, `container name "le_jobs" is not one Azure takes: it holds '_'`},
+		{"azblob://le--jobs/b?storage_account=acct", map[string]string{leazblob.EnvKey: key}, `container name "le--jobs"`},
+		{"azblob://le/b?storage_account=acct", map[string]string{leazblob.EnvKey: key}, `container name "le" is not one Azure takes: its length is 2`},
 		{"azblob://c/b?storage_account=a&endpoint=http://u:pw@127.0.0.1:1/a", map[string]string{leazblob.EnvKey: key}, "no user information"},
 	}
 	for _, tc := range cases {
