@@ -27,11 +27,12 @@ import (
 // pool_max_conns, pool_min_conns, pool_max_conn_lifetime,
 // pool_max_conn_idle_time and pool_health_check_period; any other is an
 // error, as is one given twice or empty ("sslmode="), or a fragment (write
-// a '#' in a password as %23). So is a value pgx or pgxpool would take but
-// not as meant: sslsni other than 0 or 1, pool_min_conns below 0 or above
+// a '#' in a password as %23). So is a value pgx or pgxpool would take but not
+// as meant: sslsni other than 0 or 1, pool_min_conns below 0 or above
 // pool_max_conns, a negative pool_max_conn_lifetime or
-// pool_max_conn_idle_time, a pool_health_check_period under a second. The Decider opened owns its pool: close it
-// with its Close method (it is an io.Closer).
+// pool_max_conn_idle_time, a pool_health_check_period under a second. The
+// Decider opened owns its pool: close it with its Close method (it is an
+// io.Closer).
 const Scheme = "postgres"
 
 var urlParams = []string{
