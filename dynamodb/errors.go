@@ -1,7 +1,6 @@
 package dynamodb
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"mime"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -28,7 +26,7 @@ import (
 // the request was not applied.
 //
 // creds is the client's credentials provider: it decides whether an
-// ExpiredTokenException can pass (see expiredForGood).
+// ExpiredTokenException can pass (see awscreds.NeverRenewed).
 func classify(err error, creds aws.CredentialsProvider) error {
 	if refusal, fromProvider := awscreds.Answer(err, "DynamoDB"); fromProvider {
 		// Not DynamoDB's answer, but the credential provider's: no
@@ -73,7 +71,7 @@ func classify(err error, creds aws.CredentialsProvider) error {
 		// as they run out can get ExpiredTokenException, and the next
 		// one, with a new token, pass; as S3's ExpiredToken. Credentials
 		// that are never refreshed keep their token, which stays expired.
-		if why := expiredForGood(creds); why != "" {
+		if why := awscreds.NeverRenewed(creds); why != "" {
 			return fmt.Errorf("%w: the session token has expired, and %s: give the client new credentials", entry.ErrRefused, why)
 		}
 		return nil
@@ -112,45 +110,6 @@ func classify(err error, creds aws.CredentialsProvider) error {
 		resp = re.Response.Response
 	}
 	return fmt.Errorf("%w: %s answered %s", entry.ErrRefused, endpointOf(resp), what)
-}
-
-// expiredForGood says why the credentials creds provides will never be
-// replaced, if they will not, and "" if they may be: the client's requests
-// are then signed with the same session token for as long as it runs, and
-// once DynamoDB has found that token expired it always will. That is so of
-//
-//   - credentials.StaticCredentialsProvider (the SDK's static credentials,
-//     and what config.LoadDefaultConfig makes of AWS_SESSION_TOKEN and of a
-//     shared credentials file), bare or inside an aws.CredentialsCache;
-//   - an aws.CredentialsCache holding credentials that cannot expire
-//     (CanExpire false): the cache never asks its provider again.
-//
-// A provider that is not cached is asked for credentials for every request,
-// and may give new ones whatever they say of themselves: it is given the
-// benefit of the doubt, as are cached credentials that can expire (the cache
-// renews them once they have).
-func expiredForGood(creds aws.CredentialsProvider) string {
-	if creds == nil {
-		return ""
-	}
-	if aws.IsCredentialsProvider(creds, credentials.StaticCredentialsProvider{}) {
-		return "static credentials (credentials.StaticCredentialsProvider) are never refreshed"
-	}
-	cache, ok := creds.(*aws.CredentialsCache)
-	if !ok {
-		return ""
-	}
-	// Only the cached credentials matter, never a refresh: with a context
-	// that has already ended the cache returns them if it holds any that
-	// have not expired, and otherwise an error at once (credentials that
-	// need renewing can expire, and are renewed).
-	ended, cancel := context.WithCancel(context.Background())
-	cancel()
-	c, err := cache.Retrieve(ended)
-	if err != nil || c.CanExpire {
-		return ""
-	}
-	return fmt.Sprintf("the credentials cached for the client (source %q) cannot expire, so that they are never refreshed", c.Source)
 }
 
 // notDynamoDB says why resp is not DynamoDB's answer, for a refusal, if it

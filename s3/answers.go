@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	smithy "github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
@@ -54,7 +55,10 @@ const (
 // loop; it is a refusal instead. ReadCurrent uses GET rather than HEAD for
 // this reason too: a HEAD answer has no body, so a missing key and a missing
 // bucket would both be a bare 404.
-func classify(err error, req request) (class, string) {
+//
+// creds is the client's credentials provider: it decides whether an
+// ExpiredToken can pass (see awscreds.NeverRenewed).
+func classify(err error, req request, creds aws.CredentialsProvider) (class, string) {
 	if refusal, fromProvider := awscreds.Answer(err, "S3"); fromProvider {
 		// Not the store's answer, but the credential provider's.
 		if refusal != "" {
@@ -82,13 +86,19 @@ func classify(err error, req request) (class, string) {
 	noBody := code == "" || code == strings.ReplaceAll(text, " ", "") && msg == text
 
 	switch {
-	case status == http.StatusRequestTimeout, code == "RequestTimeout",
-		code == "ExpiredToken", code == "TokenRefreshRequired":
-		// The request or the credentials timed out: not a verdict on the
-		// request itself, so let the engine read back and try again. (The
-		// SDK renews refreshing credentials only once they have expired
-		// on this host's clock: a request signed as they run out gets
-		// ExpiredToken, and the next, with a new token, passes.)
+	case code == "ExpiredToken" || code == "TokenRefreshRequired":
+		// The credentials timed out. The SDK renews refreshing
+		// credentials only once they have expired on this host's clock:
+		// a request signed as they run out gets ExpiredToken, and the
+		// next, with a new token, passes. Credentials that are never
+		// renewed keep their token, which stays expired.
+		if why := awscreds.NeverRenewed(creds); why != "" {
+			return refused, "the session token has expired (" + code + "), and " + why + ": give the client new credentials"
+		}
+		return unknown, ""
+	case status == http.StatusRequestTimeout, code == "RequestTimeout":
+		// The request timed out: not a verdict on the request itself,
+		// so let the engine read back and try again.
 		return unknown, ""
 	case status == http.StatusPreconditionFailed:
 		if req == getObject {

@@ -218,9 +218,9 @@ func TestWriteAnswers(t *testing.T) {
 		{"500 on every attempt", true, []canned{e(500, "InternalError")}, errUnknown, 3},
 		{"503 ServiceUnavailable on every attempt", true, []canned{e(503, "ServiceUnavailable")}, errUnknown, 3},
 		{"400 RequestTimeout (body not received in time)", true, []canned{e(400, "RequestTimeout")}, errUnknown, 3},
-		// Signed as a refreshing token ran out: the next, with a new one,
-		// may pass (the SDK does not retry it).
-		{"400 ExpiredToken", true, []canned{e(400, "ExpiredToken")}, errUnknown, 1},
+		// The decider's static credentials are never renewed: the token
+		// stays expired (see TestExpiredToken for credentials that are).
+		{"400 ExpiredToken, static credentials", true, []canned{e(400, "ExpiredToken")}, entry.ErrRefused, 1},
 		{"success without an ETag", true, []canned{{status: 200}}, errUnknown, 1},
 	}
 	for _, tc := range cases {
@@ -586,4 +586,58 @@ func TestTLSFailureIsRefused(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *store) {
 		run(t, s, strings.Replace(s.endpoint, "http://", "https://", 1))
 	})
+}
+
+// TestExpiredToken: S3's ExpiredToken is retried when the client's
+// credentials may be renewed (the SDK renews them only once they have expired
+// on this host's clock, so a request signed as they run out gets it, and the
+// next passes), and a refusal naming the object when they never are: their
+// token stays expired, and was retried for ever.
+func TestExpiredToken(t *testing.T) {
+	fixed := func(canExpire bool) aws.CredentialsProviderFunc {
+		return func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret", SessionToken: "token",
+				Source: "test", CanExpire: canExpire, Expires: time.Now().Add(time.Hour)}, nil
+		}
+	}
+	static := credentials.NewStaticCredentialsProvider("AKID", "secret", "token")
+	for _, tc := range []struct {
+		name    string
+		creds   aws.CredentialsProvider
+		refused string // what the refusal says, "" for an unknown outcome
+	}{
+		{"static", static, "static credentials"},
+		{"static, cached", aws.NewCredentialsCache(static), "static credentials"},
+		{"cached, cannot expire", aws.NewCredentialsCache(fixed(false)), `(source "test") cannot expire`},
+		{"cached, can expire", aws.NewCredentialsCache(fixed(true)), ""},
+		// Asked for every request: may give new credentials whatever
+		// they say of themselves.
+		{"not cached, cannot expire", fixed(false), ""},
+		{"not cached, can expire", fixed(true), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := newCannedServer(t, canned{status: 400, code: "ExpiredToken"})
+			d, err := les3.NewDecider(s3.New(s3.Options{
+				Region:       "us-east-1",
+				BaseEndpoint: aws.String(cs.url),
+				UsePathStyle: true,
+				Credentials:  tc.creds,
+				Retryer:      aws.NopRetryer{},
+			}), "bucket", "key")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.refused != "" {
+				racedecidertest.CheckRefuses(t, d, "s3://bucket/key", "session token has expired", tc.refused)
+				return
+			}
+			_, rerr := d.ReadCurrent(t.Context())
+			_, werr := d.WriteEntry(t.Context(), &entry.RaceEntry{LeaderID: "a", WriteID: "w-0"})
+			for what, err := range map[string]error{"ReadCurrent": rerr, "WriteEntry": werr} {
+				if classOf(err) != errUnknown {
+					t.Errorf("%s: %v; want an unknown outcome", what, err)
+				}
+			}
+		})
+	}
 }

@@ -38,7 +38,9 @@
 // entry.ErrThrottled; 403, 404 NoSuchBucket, any other 404 and other 4xx,
 // 405 and 501 entry.ErrRefused, naming the endpoint; timeouts, resets, other
 // 5xx and 400 ExpiredToken (signed as refreshing credentials ran out) an
-// unknown outcome. A read's 404 is a missing record only with
+// unknown outcome, but for an ExpiredToken to a client whose credentials are
+// never renewed (static ones, or cached ones that cannot expire), which is a
+// refusal: the token stays expired. A read's 404 is a missing record only with
 // the error code NoSuchKey, which S3 sends in the body of a GET's error
 // answer (ReadCurrent uses GET, not HEAD, whose answers have no body): a 404
 // without it comes from a wrong endpoint, or from a store reached with the

@@ -46,6 +46,9 @@ type Decider struct {
 	// to a custom endpoint with the bucket in the host name, which most
 	// S3-compatible stores do not serve.
 	virtualHosted bool
+	// creds is the client's credentials provider, which classify asks
+	// whether an expired session token can be replaced.
+	creds aws.CredentialsProvider
 }
 
 // Option configures a Decider.
@@ -102,6 +105,7 @@ func NewDecider(client *s3.Client, bucket, key string, opts ...Option) (*Decider
 	}
 	if client != nil {
 		co := client.Options()
+		d.creds = co.Credentials
 		switch {
 		case aws.ToString(co.BaseEndpoint) != "":
 			d.where = "endpoint " + aws.ToString(co.BaseEndpoint)
@@ -143,7 +147,7 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 		Key:    aws.String(d.key),
 	})
 	if err != nil {
-		c, why := classify(err, getObject)
+		c, why := classify(err, getObject, d.creds)
 		if c == missing && ctx.Err() == nil {
 			return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
 		}
@@ -224,10 +228,10 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	if ifMatch {
 		req = putIfMatch
 	}
-	var at attempts
+	at := attempts{creds: d.creds}
 	out, err := d.client.PutObject(opCtx, in, s3.WithAPIOptions(at.track(req)))
 	if err != nil {
-		c, why := classify(err, req)
+		c, why := classify(err, req, d.creds)
 		if n := at.n.Load(); n > 1 && c != unknown && at.unsure.Load() {
 			return entry.LeaderToken{}, fmt.Errorf("s3: write %s (%s): outcome unknown: the SDK retried after an attempt that may have been applied, and the last attempt was refused (%s), possibly because of that write (%d attempts): %w",
 				d.name, cond, why, n, err)
@@ -295,6 +299,7 @@ func (d *Decider) hint(err error) string {
 // attempts records, for one operation, how many attempts the SDK made and
 // whether any of them may have been applied.
 type attempts struct {
+	creds  aws.CredentialsProvider // the client's, for classify
 	n      atomic.Int32
 	unsure atomic.Bool
 }
@@ -308,7 +313,7 @@ func (a *attempts) track(req request) func(*middleware.Stack) error {
 				a.n.Add(1)
 				out, md, err := next.HandleFinalize(ctx, in)
 				if err != nil {
-					if c, _ := classify(err, req); c == unknown {
+					if c, _ := classify(err, req, a.creds); c == unknown {
 						a.unsure.Store(true)
 					}
 				}

@@ -6,11 +6,14 @@
 package awscreds
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	smithy "github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
@@ -64,3 +67,43 @@ func Answer(err error, service string) (refusal string, fromProvider bool) {
 // containerEndpoint is the ServiceID of the SDK's client for container
 // credential endpoints (package credentials/endpointcreds).
 const containerEndpoint = "endpoint-credentials"
+
+// NeverRenewed says why the credentials creds provides will never be
+// replaced, if they will not, and "" if they may be. A store's answer that the
+// session token has expired (S3's ExpiredToken, DynamoDB's
+// ExpiredTokenException) then holds for as long as the client runs: every
+// request is signed with that token. That is so of
+//
+//   - credentials.StaticCredentialsProvider (the SDK's static credentials,
+//     and what config.LoadDefaultConfig makes of AWS_SESSION_TOKEN and of a
+//     shared credentials file), bare or inside an aws.CredentialsCache;
+//   - an aws.CredentialsCache holding credentials that cannot expire
+//     (CanExpire false): the cache never asks its provider again.
+//
+// A provider that is not cached is asked for credentials for every request,
+// and may give new ones whatever they say of themselves: it is given the
+// benefit of the doubt, as are cached credentials that can expire (the cache
+// renews them once they have).
+func NeverRenewed(creds aws.CredentialsProvider) string {
+	if creds == nil {
+		return ""
+	}
+	if aws.IsCredentialsProvider(creds, credentials.StaticCredentialsProvider{}) {
+		return "static credentials (credentials.StaticCredentialsProvider) are never refreshed"
+	}
+	cache, ok := creds.(*aws.CredentialsCache)
+	if !ok {
+		return ""
+	}
+	// Only the cached credentials matter, never a refresh: with a context
+	// that has already ended the cache returns them if it holds any that
+	// have not expired, and otherwise an error at once (credentials that
+	// need renewing can expire, and are renewed).
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	c, err := cache.Retrieve(ended)
+	if err != nil || c.CanExpire {
+		return ""
+	}
+	return fmt.Sprintf("the credentials cached for the client (source %q) cannot expire, so that they are never refreshed", c.Source)
+}
