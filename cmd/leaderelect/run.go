@@ -549,14 +549,19 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 		}
 		timer.Reset(time.Until(next))
 		select {
-		case code := <-c.done:
+		case ws := <-c.done:
 			// Leave nothing of COMMAND's behind to outlive the term.
 			signalGroup(c.pid, syscall.SIGKILL)
+			code := exitCode(ws)
 			if termSent {
 				r.log.Info("the command stopped", "pid", c.pid, "status", code)
 				return nil, c.pid
 			}
-			if overdue || !time.Now().Before(termEnd(tv).Add(-r.killLead())) {
+			var armed time.Time
+			if wd != nil {
+				armed = wd.last
+			}
+			if killedByWatchdog(ws, time.Now(), armed, termEnd(tv).Add(-r.killLead()), overdue) {
 				// The watchdog killed it while this process was not
 				// running (stopped, starved), perhaps before it heard of
 				// an extension: leadership is taken for lost, and
@@ -575,6 +580,17 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 		case <-timer.C:
 		}
 	}
+}
+
+// killedByWatchdog reports whether COMMAND, reaped at now with status ws
+// without this process having signalled it, is taken to have been killed at
+// the end of the term by the watchdog: overdue (the watchdog's kill time
+// passed before it was told of a later one, seen at an earlier look), or
+// the kill time of the term as it stands now, killBy, has passed. ws and
+// armed (the kill time last sent to the watchdog, zero without one) are not
+// looked at yet.
+func killedByWatchdog(ws syscall.WaitStatus, now, armed, killBy time.Time, overdue bool) bool {
+	return overdue || !now.Before(killBy)
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -596,7 +612,7 @@ func isClosed(c <-chan struct{}) bool {
 // child is a running COMMAND.
 type child struct {
 	pid  int
-	done chan int // its exit status, once reaped
+	done chan syscall.WaitStatus // its status, once reaped
 }
 
 // startChild starts argv with env. The goroutine that starts it keeps its OS
@@ -604,7 +620,7 @@ type child struct {
 // signal when the creating thread exits, not the process, and the Go
 // runtime may otherwise end that thread while the child runs.
 func startChild(argv, env []string) (*child, error) {
-	c := &child{done: make(chan int, 1)}
+	c := &child{done: make(chan syscall.WaitStatus, 1)}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -620,7 +636,8 @@ func startChild(argv, env []string) (*child, error) {
 		c.pid = cmd.Process.Pid
 		started <- nil
 		_ = cmd.Wait()
-		c.done <- exitCode(cmd.ProcessState)
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		c.done <- ws
 	}()
 	if err := <-started; err != nil {
 		return nil, err
@@ -628,13 +645,13 @@ func startChild(argv, env []string) (*child, error) {
 	return c, nil
 }
 
-// exitCode is the status a shell would report for ps: the exit code, or 128
+// exitCode is the status a shell would report for ws: the exit code, or 128
 // plus the number of the signal that killed it.
-func exitCode(ps *os.ProcessState) int {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+func exitCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
 		return 128 + int(ws.Signal())
 	}
-	return ps.ExitCode()
+	return ws.ExitStatus()
 }
 
 func execFailureCode(err error) int {
