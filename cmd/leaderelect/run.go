@@ -540,7 +540,7 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 			// Pass each extension on, and look for the next one often
 			// enough that the watchdog hears of it well before it would
 			// kill.
-			overdue = overdue || !now.Before(wd.last)
+			overdue = overdue || passedBy(now, wd.last)
 			wd.arm(killBy)
 			if wd.err != nil && !termSent {
 				continue // stop COMMAND now (above)
@@ -584,13 +584,30 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 
 // killedByWatchdog reports whether COMMAND, reaped at now with status ws
 // without this process having signalled it, is taken to have been killed at
-// the end of the term by the watchdog: overdue (the watchdog's kill time
-// passed before it was told of a later one, seen at an earlier look), or
-// the kill time of the term as it stands now, killBy, has passed. ws and
-// armed (the kill time last sent to the watchdog, zero without one) are not
-// looked at yet.
+// the end of the term by the watchdog: it died of SIGKILL (the watchdog's
+// signal; any other status is COMMAND's own), and a kill time had passed by
+// then: the one last sent to the watchdog (armed, zero without a watchdog),
+// or the term's as it stands now (killBy), or the watchdog's passed before
+// it was told of a later one (overdue, seen at an earlier look).
+//
+// armed matters where this process was stopped or starved right after an
+// extension landed, before it told the watchdog: the watchdog kills at the
+// old kill time while the term, extended, has not ended by this process's
+// clocks. Each time is compared on the monotonic clock and on the wall
+// clock, either of which passing it is enough: the watchdog's is
+// CLOCK_BOOTTIME, which goes on across a suspend of the host as the wall
+// clock does and Go's monotonic clock does not.
 func killedByWatchdog(ws syscall.WaitStatus, now, armed, killBy time.Time, overdue bool) bool {
-	return overdue || !now.Before(killBy)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		return false
+	}
+	return overdue || passedBy(now, armed) || passedBy(now, killBy)
+}
+
+// passedBy reports whether t (not zero) is not after now on the monotonic
+// clock or on the wall clock.
+func passedBy(now, t time.Time) bool {
+	return !t.IsZero() && (!now.Before(t) || !now.Round(0).Before(t.Round(0)))
 }
 
 func minTime(a, b time.Time) time.Time {
