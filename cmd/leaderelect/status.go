@@ -8,10 +8,12 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
@@ -36,6 +38,9 @@ second on S3 and Azure, a millisecond on GCS); --term must be the
 candidates' term for it to mean anything. This host's own offset needs a
 write, which status does not make: see the candidates' metrics
 (leaderelection_clock_offset_seconds) for every host's.
+
+A leader id or host:port that is not plain text (control characters,
+spaces, quotes, or empty) is printed quoted, as Go quotes strings.
 `
 
 const watchDescription = `
@@ -50,7 +55,9 @@ Prints one line per change of the election record, until interrupted:
 The first line describes the record found at start. Stores that cannot push
 changes (all but mem://, postgres:// and k8s://) are read every --poll, and
 also when a term ends; the others push each change, and are read every
---poll while their push channel fails.
+--poll while their push channel fails. A leader id that is not plain text
+(control characters, spaces, quotes, or empty) is printed quoted, as Go
+quotes strings.
 `
 
 // recordJSON is the --json form of a record, in status and watch.
@@ -216,7 +223,7 @@ func statusMain(args []string, stdout, stderr io.Writer) outcome {
 	if st != "leading" {
 		label = "last leader"
 	}
-	row(label, "%s", rec.LeaderID)
+	row(label, "%s", recordText(rec.LeaderID))
 	row("fencing token", "%d (term)", rec.Term)
 	// The numbering starts from the record's creation time, so the number
 	// counts nothing by itself; less the term (the tenure's first write's
@@ -226,7 +233,11 @@ func statusMain(args []string, stdout, stderr io.Writer) outcome {
 		row("term expiry", "%s (%s)", rec.TermExpiry.Local().Format(time.RFC3339Nano), relative(rec.TermExpiry.Sub(now)))
 	}
 	if len(rec.HostPort) > 0 {
-		row("host:port", "%s", strings.Join(rec.HostPort, ", "))
+		hp := make([]string, len(rec.HostPort))
+		for i, h := range rec.HostPort {
+			hp[i] = recordText(h)
+		}
+		row("host:port", "%s", strings.Join(hp, ", "))
 	}
 	if !rec.Token.CommitTime.IsZero() {
 		row("written", "%s (store's clock)", rec.Token.CommitTime.Local().Format(time.RFC3339Nano))
@@ -308,10 +319,27 @@ func watchMain(args []string, stdout, stderr io.Writer) outcome {
 
 func changeLine(now time.Time, c leaderelection.Change) string {
 	e := c.Entry
-	line := fmt.Sprintf("%s  %-8s  term %d  leader %s", now.Local().Format("2006-01-02T15:04:05.000Z07:00"), c.Kind, e.Term, e.LeaderID)
+	line := fmt.Sprintf("%s  %-8s  term %d  leader %s", now.Local().Format("2006-01-02T15:04:05.000Z07:00"), c.Kind, e.Term, recordText(e.LeaderID))
 	switch c.Kind {
 	case leaderelection.LeaderElected, leaderelection.TermExtended:
 		line += fmt.Sprintf("  until %s (%s)", e.TermExpiry.Local().Format("15:04:05.000"), relative(e.TermExpiry.Sub(now)))
 	}
 	return line
+}
+
+// recordText is a string from the record (a leader id, a host:port) as
+// status and watch print it for people: as it is when it is plain, and else
+// quoted as Go quotes strings. Anyone who can write the record chooses it,
+// and printed raw, control characters (a terminal's escape sequences, a
+// newline, a carriage return) would forge or hide output; characters that
+// print nothing (a right-to-left override), spaces, quotes and backslashes
+// would make it ambiguous; an empty one would leave a blank. (--json and
+// run's log lines escape such characters already.)
+func recordText(s string) string {
+	if s == "" || strings.ContainsFunc(s, func(r rune) bool {
+		return !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '"' || r == '\\' || r == unicode.ReplacementChar
+	}) {
+		return strconv.Quote(s)
+	}
+	return s
 }
