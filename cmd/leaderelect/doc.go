@@ -51,5 +51,6 @@
 // background job of a script).
 // A broken stderr does not stop it. It is not an init: as a container's PID
 // 1 it does not reap the orphans re-parented to it (run it under docker run
-// --init or tini). watch exits 0 when interrupted.
+// --init or tini). watch exits 0 when interrupted (SIGINT, SIGTERM); it too
+// leaves SIGINT ignored if it was when it started.
 package main

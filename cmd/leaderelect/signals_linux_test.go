@@ -4,13 +4,20 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	leaderelection "github.com/racedecider/leaderelection"
+	"github.com/racedecider/leaderelection/file"
 )
 
 // TestRunStopsOnHangupAndQuit: SIGHUP and SIGQUIT stop run as SIGTERM does:
@@ -172,4 +179,68 @@ func TestSignalGroupNeverThePid(t *testing.T) {
 	if got := signalled(cmd.ProcessState); got != syscall.SIGTERM {
 		t.Errorf("the process ended by %v, want SIGTERM: signalGroup signalled a process that leads no group", got)
 	}
+}
+
+// TestWatchKeepsIgnoredInterrupt: a leaderelect watch started with SIGINT
+// ignored (nohup, a background job of a script) leaves it ignored, as run
+// does: it installs no handler for it (the kernel's view, in
+// /proc/PID/status), and SIGTERM still ends it. watch used to catch SIGINT
+// again, so that an interrupt meant for others ended it.
+func TestWatchKeepsIgnoredInterrupt(t *testing.T) {
+	wrapper := filepath.Join(t.TempDir(), "nohup")
+	script := "#!/bin/sh\ntrap '' INT\nexec " + binary + ` "$@"` + "\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A released record, for watch to describe at start.
+	path := filepath.Join(t.TempDir(), "record")
+	d, err := file.NewDecider(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	err = leaderelection.Config{
+		Decider: d, LeaderID: "A", TermLength: time.Second, MaxClockSkew: 100 * time.Millisecond,
+		OnElected: func(context.Context, *leaderelection.TimeView) { cancel() },
+	}.Acquire(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("electing and releasing: %v", err)
+	}
+	events := make(chan event, 100)
+	p := startProg(t, events, "watch", nil, nil, wrapper, "watch", "--store", "file://"+path, "--poll=100ms")
+	// The first line (the record found at start) comes once the signals
+	// are set up.
+	next(t, events, "watch's first line", func(e event) bool { return e.proc == p })
+	ignored, caught := sigMasks(t, p.cmd.Process.Pid)
+	if bit := uint64(1) << (syscall.SIGINT - 1); ignored&bit == 0 || caught&bit != 0 {
+		t.Errorf("watch started with SIGINT ignored: SigIgn %#x, SigCgt %#x; want SIGINT ignored, not caught", ignored, caught)
+	}
+	p.signal(t, syscall.SIGTERM)
+	if ps := p.wait(t); ps.ExitCode() != 0 {
+		t.Errorf("watch exited with %v after SIGTERM, want 0", ps)
+	}
+}
+
+// sigMasks returns the ignored and caught signal masks of process pid.
+func sigMasks(t *testing.T, pid int) (ignored, caught uint64) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		switch {
+		case k != "SigIgn" && k != "SigCgt":
+			continue
+		case err != nil:
+			t.Fatalf("/proc/%d/status: %q: %v", pid, l, err)
+		case k == "SigIgn":
+			ignored = n
+		default:
+			caught = n
+		}
+	}
+	return ignored, caught
 }

@@ -55,7 +55,9 @@ Prints one line per change of the election record, until interrupted:
 The first line describes the record found at start. Stores that cannot push
 changes (all but mem://, postgres:// and k8s://) are read every --poll, and
 also when a term ends; the others push each change, and are read every
---poll while their push channel fails. A leader id that is not plain text
+--poll while their push channel fails. SIGINT or SIGTERM ends it, with
+status 0; SIGINT stays ignored when watch starts with it ignored (nohup, a
+background job of a script). A leader id that is not plain text
 (control characters, spaces, quotes, or empty) is printed quoted, as Go
 quotes strings.
 `
@@ -275,7 +277,14 @@ func watchMain(args []string, stdout, stderr io.Writer) outcome {
 	if !ok {
 		return o
 	}
-	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGINT stays ignored if it was at start (nohup, a background job of
+	// a script), as in run: an interrupt meant for others must not end
+	// the watch.
+	stopOn := []os.Signal{syscall.SIGTERM}
+	if !signal.Ignored(os.Interrupt) {
+		stopOn = append(stopOn, os.Interrupt)
+	}
+	sigCtx, stop := signal.NotifyContext(context.Background(), stopOn...)
 	defer stop()
 	ctx, cancel := context.WithCancel(sigCtx)
 	defer cancel()
