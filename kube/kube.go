@@ -193,6 +193,9 @@ func (d *Decider) readMissing(ctx context.Context) (*entry.RaceEntry, error) {
 // not own are kept. An update answered 409 Conflict over a Lease whose record
 // (our annotation and the spec) is unchanged, its metadata alone edited, is
 // sent again over the Lease as it is now, metadataRetries updates in all at most.
+// So is the first update when the GET finds the Lease at another version than
+// the token's: a LIST at exactly the token's version tells whether its
+// record is still the one conditioned on.
 func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entry.LeaderToken, error) {
 	if err := ctx.Err(); err != nil {
 		return entry.LeaderToken{}, fmt.Errorf("kube: write %s: %w", d.name, err)
@@ -216,9 +219,9 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 
 	prev := d.seen(rentry.Token.Version)
 	if prev == nil {
-		// A token this Decider did not see (another Decider's, or an
-		// older one): fetch the Lease to write over. If it is no longer
-		// that version, the write would lose anyway.
+		// A token this Decider no longer has (another Decider's, or
+		// one that a read since, a Watch on this Decider say, moved
+		// past): fetch the Lease to write over.
 		sent := d.sending()
 		cur, err := d.leases.Get(ctx, d.lease, metav1.GetOptions{})
 		if err != nil {
@@ -233,8 +236,13 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		}
 		d.remember(cur)
 		if cur.ResourceVersion != rentry.Token.Version {
-			return entry.LeaderToken{}, fmt.Errorf("kube: write %s: the Lease changed since it was read (resourceVersion %s, conditioned on %s): %w",
-				d.name, cur.ResourceVersion, rentry.Token.Version, errRaceLost)
+			// The Lease moved on: write over it only if its record is
+			// still the one conditioned on (its metadata alone edited),
+			// as the retries below do after a 409.
+			if why := d.recordSince(ctx, rentry.Token.Version, cur); why != "" {
+				return entry.LeaderToken{}, fmt.Errorf("kube: write %s: the Lease changed since it was read (resourceVersion %s, conditioned on %s): %s: %w",
+					d.name, cur.ResourceVersion, rentry.Token.Version, why, errRaceLost)
+			}
 		}
 		prev = cur
 	}
@@ -268,6 +276,35 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		}
 		prev = cur
 	}
+}
+
+// recordSince returns "" if cur, the Lease as it is now, holds the same
+// record (sameRecord) as the Lease at resourceVersion rv, which this Decider
+// no longer has: it reads that version back with a LIST at exactly rv (the
+// API server keeps a few minutes of history). Otherwise it says why the
+// write conditioned on rv is a lost race: the record changed, or the version
+// could not be read (compacted, or the LIST failed), so that whether only
+// the metadata changed cannot be told. Nothing is written either way.
+func (d *Decider) recordSince(ctx context.Context, rv string, cur *coordinationv1.Lease) string {
+	sent := d.sending()
+	ls, err := d.leases.List(ctx, metav1.ListOptions{
+		FieldSelector:        d.selector(),
+		ResourceVersion:      rv,
+		ResourceVersionMatch: metav1.ResourceVersionMatchExact,
+	})
+	if err != nil {
+		return fmt.Sprintf("reading resourceVersion %s back to compare records failed (%v)", rv, d.fail(ctx, "list", reqWatch, sent, err))
+	}
+	d.unauthorized.Store(0)
+	for i := range ls.Items {
+		if old := &ls.Items[i]; old.Name == d.lease && old.ResourceVersion == rv {
+			if sameRecord(cur, old) {
+				return ""
+			}
+			return "its record changed"
+		}
+	}
+	return fmt.Sprintf("no Lease at resourceVersion %s to compare records with", rv)
 }
 
 // metadataRetries is how many updates WriteEntry sends over a Lease whose

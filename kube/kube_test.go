@@ -395,20 +395,7 @@ func TestMetadataChangeIsNoLostRace(t *testing.T) {
 	name := freshLease()
 	d := newDecider(t, cfg, name)
 	leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
-	label := func(k string) {
-		t.Helper()
-		l, err := leases.Get(t.Context(), name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.Labels == nil {
-			l.Labels = map[string]string{}
-		}
-		l.Labels[k] = "yes"
-		if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	label := func(k string) { t.Helper(); labelLease(t, cfg, name, k) }
 	t0 := time.Now()
 	first := &entry.RaceEntry{ElectionNumber: t0.UnixMicro(), Term: t0.UnixMicro(), LeaderID: "ours", TermExpiry: t0.Add(time.Minute), WriteID: "w1"}
 	tok, err := d.WriteEntry(t.Context(), first)
@@ -480,5 +467,118 @@ func TestMetadataChangeWithReadBetween(t *testing.T) {
 	ext := &entry.RaceEntry{ElectionNumber: first.ElectionNumber + 1, Term: first.Term, LeaderID: "ours", TermExpiry: t0.Add(2 * time.Minute), WriteID: "w2", Token: tok}
 	if _, err := d.WriteEntry(t.Context(), ext); err != nil {
 		t.Fatalf("extension conditioned on our last write, its labels edited since and read: %v; want it written", err)
+	}
+}
+
+// labelLease sets the label k (to "yes") on the Lease name, as kubectl label
+// would: a change of its metadata alone.
+func labelLease(t *testing.T, cfg *rest.Config, name, k string) {
+	t.Helper()
+	leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
+	l, err := leases.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[k] = "yes"
+	if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMetadataChangeOverTokenNotKept: a write conditioned on a version that
+// the Decider no longer has (another Decider's token, or one its own read
+// moved past) fetches the Lease first. Finding it at another resourceVersion
+// with its metadata alone edited, the write lands, keeping the labels,
+// rather than lose a race nobody ran (which ends a leader's tenure: one
+// whose ambiguous write was resolved by a read, say, and a Watch on the same
+// Decider read the Lease after a label). A record written between still
+// loses.
+func TestMetadataChangeOverTokenNotKept(t *testing.T) {
+	cfg := adminConfig(t)
+	name := freshLease()
+	leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
+	t0 := time.Now()
+	first := &entry.RaceEntry{ElectionNumber: t0.UnixMicro(), Term: t0.UnixMicro(), LeaderID: "ours", TermExpiry: t0.Add(time.Minute), WriteID: "w1"}
+	tok, err := newDecider(t, cfg, name).WriteEntry(t.Context(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, tok entry.LeaderToken, writeID string, labels ...string) {
+		t.Helper()
+		l, err := leases.Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := newDecider(t, cfg, name).ReadCurrent(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.WriteID != writeID || !e.Token.SameVersion(tok) {
+			t.Fatalf("after %s: record %+v; want write %s at %s", what, e, writeID, tok.Version)
+		}
+		for _, k := range labels {
+			if l.Labels[k] != "yes" {
+				t.Fatalf("after %s: labels %v; want %s kept", what, l.Labels, k)
+			}
+		}
+	}
+
+	// Another Decider's token, the Lease labelled since.
+	labelLease(t, cfg, name, "a")
+	d := newDecider(t, cfg, name)
+	ext := &entry.RaceEntry{ElectionNumber: first.ElectionNumber + 1, Term: first.Term, LeaderID: "ours", TermExpiry: t0.Add(2 * time.Minute), WriteID: "w2", Token: tok}
+	tok2, err := d.WriteEntry(t.Context(), ext)
+	if err != nil {
+		t.Fatalf("write conditioned on another Decider's token, the Lease labelled since: %v; want it written", err)
+	}
+	check("the write over another Decider's token", tok2, "w2", "a")
+
+	// A token the Decider read, then a label, and a read of its own
+	// that moved past the token.
+	r := newDecider(t, cfg, name)
+	if e, err := r.ReadCurrent(t.Context()); err != nil || !e.Token.SameVersion(tok2) {
+		t.Fatalf("read = %+v, %v; want w2 at %s", e, err, tok2.Version)
+	}
+	labelLease(t, cfg, name, "b")
+	if e, err := r.ReadCurrent(t.Context()); err != nil || e.WriteID != "w2" || e.Token.SameVersion(tok2) {
+		t.Fatalf("read after the label = %+v, %v; want w2 at a new resourceVersion", e, err)
+	}
+	ext2 := &entry.RaceEntry{ElectionNumber: ext.ElectionNumber + 1, Term: first.Term, LeaderID: "ours", TermExpiry: t0.Add(3 * time.Minute), WriteID: "w3", Token: tok2}
+	tok3, err := r.WriteEntry(t.Context(), ext2)
+	if err != nil {
+		t.Fatalf("write conditioned on a token read, a read since passing it after a label: %v; want it written", err)
+	}
+	check("the write over a token read and passed", tok3, "w3", "a", "b")
+
+	// Another writer's record, then a label: the record conditioned on
+	// is gone, and the write loses.
+	q := newDecider(t, cfg, name)
+	if e, err := q.ReadCurrent(t.Context()); err != nil || !e.Token.SameVersion(tok3) {
+		t.Fatalf("read = %+v, %v; want w3 at %s", e, err, tok3.Version)
+	}
+	taken := &entry.RaceEntry{ElectionNumber: ext2.ElectionNumber + 1, Term: ext2.ElectionNumber + 1, LeaderID: "other", TermExpiry: t0.Add(4 * time.Minute), WriteID: "w4", Token: tok3}
+	tok4, err := newDecider(t, cfg, name).WriteEntry(t.Context(), taken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelLease(t, cfg, name, "c")
+	if _, err := q.ReadCurrent(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	late := &entry.RaceEntry{ElectionNumber: ext2.ElectionNumber + 1, Term: first.Term, LeaderID: "ours", TermExpiry: t0.Add(4 * time.Minute), WriteID: "w5", Token: tok3}
+	if _, err := q.WriteEntry(t.Context(), late); !errors.Is(err, entry.ErrRaceLost) {
+		t.Fatalf("write over a record another writer replaced, then labelled: %v; want entry.ErrRaceLost", err)
+	} else {
+		t.Logf("%v", err)
+	}
+	l, err := leases.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := q.ReadCurrent(t.Context()); err != nil || e.WriteID != "w4" || l.ResourceVersion == tok4.Version {
+		t.Fatalf("record %+v, %v at resourceVersion %s; want the other writer's w4, labelled since", e, err, l.ResourceVersion)
 	}
 }

@@ -407,8 +407,8 @@ func (w *watcher) run() {
 }
 
 // selector picks the one Lease out of its namespace.
-func (w *watcher) selector() string {
-	return fields.OneTermEqualSelector("metadata.name", w.d.lease).String()
+func (d *Decider) selector() string {
+	return fields.OneTermEqualSelector("metadata.name", d.lease).String()
 }
 
 // list reads the Lease with a LIST, whose resourceVersion the watch starts
@@ -417,7 +417,7 @@ func (w *watcher) list() (string, error) {
 	ctx, cancel := context.WithTimeout(w.ctx, requestTimeout)
 	defer cancel()
 	sent, seq := time.Now(), w.d.sending()
-	ls, err := w.d.leases.List(ctx, metav1.ListOptions{FieldSelector: w.selector()})
+	ls, err := w.d.leases.List(ctx, metav1.ListOptions{FieldSelector: w.d.selector()})
 	if err != nil {
 		return "", w.d.fail(ctx, "list", reqWatch, seq, err)
 	}
@@ -456,7 +456,7 @@ func (w *watcher) watchFrom(rv string) (string, time.Duration, error) {
 	opening := time.AfterFunc(requestTimeout, cancel)
 	sent := w.d.sending()
 	wi, err := w.d.leases.Watch(ctx, metav1.ListOptions{
-		FieldSelector:       w.selector(),
+		FieldSelector:       w.d.selector(),
 		ResourceVersion:     rv,
 		AllowWatchBookmarks: true,
 		TimeoutSeconds:      &timeoutSeconds,
