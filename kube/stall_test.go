@@ -26,6 +26,7 @@ type stall struct {
 	mu      sync.Mutex
 	held    chan struct{} // closed on release; nil while not held
 	opening chan struct{} // likewise, for opening watches
+	reading chan struct{} // likewise, for GETs of the Lease
 }
 
 // wrap returns a copy of cfg whose watches s can stall.
@@ -33,6 +34,15 @@ func (s *stall) wrap(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if requestKind(req) == kindGet {
+				if gate := s.gate(&s.reading); gate != nil {
+					select {
+					case <-gate:
+					case <-req.Context().Done():
+						return nil, req.Context().Err()
+					}
+				}
+			}
 			if requestKind(req) != kindWatch {
 				return rt.RoundTrip(req)
 			}
@@ -84,6 +94,15 @@ func (s *stall) holdOpening(t *testing.T) {
 }
 
 func (s *stall) releaseOpening() { s.set(&s.opening, false) }
+
+// holdReads holds GETs of the Lease (never sent while held), as a stalled
+// connection or proxy would.
+func (s *stall) holdReads(t *testing.T) {
+	s.set(&s.reading, true)
+	t.Cleanup(func() { s.set(&s.reading, false) })
+}
+
+func (s *stall) releaseReads() { s.set(&s.reading, false) }
 
 type stalledBody struct {
 	io.ReadCloser
@@ -351,5 +370,45 @@ func TestWaitBetweenWatchesVouchesNothing(t *testing.T) {
 	faultproxy.MustWrite(t, direct, faultproxy.Record(2, "w2", tok))
 	if e := <-done; e == nil || e.WriteID != "w2" {
 		t.Fatalf("WaitForChange after the replacement returned %+v; want w2", e)
+	}
+}
+
+// TestWaitReadIsBounded: the GET a wait sends for a token its watch has not
+// seen (written so recently that its event is on the way, here held back)
+// hangs, as on a connection dropped without a reset or behind a stalled
+// proxy. The wait must give up on it within seconds, with an error that does
+// not wrap its context's (it vouches for nothing), so that the engine
+// reads and polls on its own, rather than stay deaf until its context ends.
+func TestWaitReadIsBounded(t *testing.T) {
+	d, direct, st, sent := stalledDecider(t)
+	tok := faultproxy.MustWrite(t, direct, faultproxy.Record(1, "w1", entry.LeaderToken{}))
+	if e, err := d.WaitForChange(t.Context(), entry.LeaderToken{}); err != nil || e.WriteID != "w1" {
+		t.Fatalf("WaitForChange starting the watch = %+v, %v; want w1", e, err)
+	}
+	st.hold(t)
+	tok2 := faultproxy.MustWrite(t, direct, faultproxy.Record(2, "w2", tok))
+	st.holdReads(t)
+	gets := sent.count(kindGet)
+	const patience = 30 * time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
+	defer cancel()
+	began := time.Now()
+	_, err := d.WaitForChange(ctx, tok2)
+	took := time.Since(began)
+	if sent.count(kindGet) == gets {
+		t.Fatalf("the wait on a token the watch has not seen sent no GET (%v); the test needs one", sent)
+	}
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || took > patience/2 {
+		t.Fatalf("WaitForChange with its GET hung = %v after %v; want an error that does not wrap the context's, within seconds", err, took.Round(time.Millisecond))
+	}
+	t.Logf("after %v: %v", took.Round(time.Millisecond), err)
+
+	// Once reads and the watch flow again, waits are answered.
+	st.releaseReads()
+	st.release()
+	done := waitAsync(t, d, tok2, "WaitForChange after the hang")
+	faultproxy.MustWrite(t, direct, faultproxy.Record(3, "w3", tok2))
+	if e := <-done; e == nil || e.WriteID != "w3" {
+		t.Fatalf("WaitForChange after the hang returned %+v; want w3", e)
 	}
 }

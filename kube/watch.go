@@ -35,6 +35,18 @@ const (
 	recentVersionCap = 64
 )
 
+// waitReadTimeout bounds the GET a wait sends to place a token the watch has
+// not seen (see WaitForChange). The backend does not know the term, from
+// which the engine bounds its own reads (half of it: 7.5 s by default). A
+// GET of one Lease is a single quorum read, which Kubernetes' latency SLO
+// puts under 1 s at the 99th percentile; one that has not come in 5 s is
+// hung (a connection dropped without a reset, a stalled proxy) or its
+// server is in trouble. Failing then costs nothing but a poll: the wait's
+// error vouches for nothing, and the engine reads on its own, with its own
+// timeout, while waiting on would leave the waiter deaf to the watch's news
+// until its context ends.
+const waitReadTimeout = 5 * time.Second
+
 // watchTiming is the timing of the watch (defaultWatchTiming; tests shorten
 // it).
 type watchTiming struct {
@@ -95,7 +107,8 @@ func (b *backoff) next() time.Duration {
 // the call began, since an absence has no resourceVersion to place in the
 // watch's history (the Lease may be one deleted since, whose deletion the
 // watch has yet to deliver). Each such GET waits for the watch to move on
-// before the next.
+// before the next, and one that takes over 5 s fails the wait (with an
+// error that does not wrap ctx's), so that the engine polls.
 //
 // While the watch is down (until it is back, with capped jittered backoff),
 // WaitForChange returns an error at once, so that the engine polls; so it
@@ -135,9 +148,17 @@ func (d *Decider) WaitForChange(ctx context.Context, token entry.LeaderToken) (*
 			// arrive in order.
 			return d.fromWatch(s.lease)
 		case !confirmed || (token.IsZero() && s.version() != checked):
-			e, err := d.ReadCurrent(ctx)
+			rctx, cancel := context.WithTimeout(ctx, waitReadTimeout)
+			e, err := d.ReadCurrent(rctx)
+			cancel()
 			if err != nil && ctx.Err() != nil {
 				return nil, d.notWatched(ctx)
+			}
+			if err != nil && rctx.Err() != nil {
+				// %v, not %w: the read's own deadline would pass
+				// for the caller's, vouching that nothing changed.
+				return nil, fmt.Errorf("kube: wait for a change of %s: reading the Lease to tell whether it is still at resourceVersion %q took over %s: %v",
+					d.name, token.Version, waitReadTimeout, err)
 			}
 			if err != nil {
 				return nil, err
