@@ -38,7 +38,9 @@
 // leaderelection with a LeaseLock) counts as held by its holderIdentity
 // until renewTime + leaseDurationSeconds + MaxClockSkew, and a leader of
 // this package writes a spec that client-go electors judge valid for at
-// least as long as its term. So both can run on one Lease during a rolling
+// least as long as its term (its leaseDurationSeconds is counted on the
+// host's clock: with a leaderelection.Config.Clock that reads behind the
+// host's, shorter by as much). So both can run on one Lease during a rolling
 // migration without two leaders, provided the client-go electors run with
 // ReleaseOnCancel false and keep LeaseDuration > S + RetryPeriod +
 // RenewDeadline, where S (at most RenewDeadline) is how long a successful

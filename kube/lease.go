@@ -28,6 +28,19 @@ const RecordAnnotation = "leaderelection.racedecider.io/record"
 // expired leaseDurationSeconds after it observed it change, on its own
 // clock; since it observes the write after it is sent, that is never before
 // TermExpiry.
+//
+// The time left is counted on this host's clock (now is WriteEntry's
+// time.Now), not on the engine's (Config.Clock), which the backend does not
+// see: the record carries the term's expiry but neither when the write was
+// sent nor the term's length, so only the sum of renewTime and
+// leaseDurationSeconds follows from it, not how it splits. client-go's count
+// then ends no earlier than TermExpiry on the host's clock, and the
+// guarantee above holds whenever the engine's clock reads no earlier than
+// the host's (the real clock, or one ahead of it, whose leader stops before
+// the host's clock reaches TermExpiry); an engine clock behind the host's by
+// X shortens what client-go waits, next to the term, by up to X. (A fake
+// engine clock says nothing of real time, in which client-go counts.)
+//
 // And the spec can be recomputed from the record, which is how toEntry
 // notices a spec written by someone else (a client-go elector, which keeps
 // annotations it does not know).
