@@ -23,29 +23,11 @@ import (
 func TestTLSFailureIsRefused(t *testing.T) {
 	untrusted := httptest.NewTLSServer(http.NotFoundHandler())
 	t.Cleanup(untrusted.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := io.ReadFull(c, make([]byte, 8)); err != nil { // SSLRequest
-					return
-				}
-				if _, err := c.Write([]byte{'S'}); err != nil {
-					return
-				}
-				_ = tls.Server(c, untrusted.TLS).Handshake()
-			}()
+	ln := sslServer(t, func(c net.Conn) {
+		if _, err := c.Write([]byte{'S'}); err == nil {
+			_ = tls.Server(c, untrusted.TLS).Handshake()
 		}
-	}()
+	})
 	d := newDecider(t, newPool(t, "postgres://u:p@"+ln.Addr().String()+"/db?sslmode=verify-full", 1), "elections", "job")
 	racedecidertest.CheckRefuses(t, d, d.String(), "presents a certificate this host does not accept")
 }
@@ -56,7 +38,11 @@ func TestTLSFailureIsRefused(t *testing.T) {
 // or the sslmode changes: not a connection failure retried for ever (it was
 // throttling) but a refusal naming the row and the server, and Acquire ends.
 func TestTLSRefusedIsRefused(t *testing.T) {
-	ln := refusingTLS(t)
+	ln := sslServer(t, func(c net.Conn) {
+		if _, err := c.Write([]byte{'N'}); err == nil {
+			_, _ = io.Copy(io.Discard, c) // until pgx hangs up
+		}
+	})
 	d := newDecider(t, newPool(t, "postgres://u:p@"+ln.Addr().String()+"/db?sslmode=require", 1), "elections", "job")
 	racedecidertest.CheckRefuses(t, d, d.String(), "the server at "+ln.Addr().String()+" does not take TLS connections")
 
@@ -74,8 +60,9 @@ func TestTLSRefusedIsRefused(t *testing.T) {
 	t.Logf("one host refusing TLS, one down: %v", err)
 }
 
-// refusingTLS returns a listener that answers every SSLRequest with 'N'.
-func refusingTLS(t *testing.T) net.Listener {
+// sslServer returns a listener that reads each connection's SSLRequest and
+// hands the connection to answer.
+func sslServer(t *testing.T, answer func(net.Conn)) net.Listener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -89,11 +76,9 @@ func refusingTLS(t *testing.T) net.Listener {
 			}
 			go func() {
 				defer c.Close()
-				if _, err := io.ReadFull(c, make([]byte, 8)); err != nil { // SSLRequest
-					return
+				if _, err := io.ReadFull(c, make([]byte, 8)); err == nil { // SSLRequest
+					answer(c)
 				}
-				_, _ = c.Write([]byte{'N'})
-				_, _ = io.Copy(io.Discard, c) // until pgx hangs up
 			}()
 		}
 	}()
