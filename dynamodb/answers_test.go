@@ -514,26 +514,19 @@ func TestTLSFailureIsRefused(t *testing.T) {
 // expired. With credentials that are refreshed it stays an unknown outcome
 // that the engine retries, as the next request may carry a new token.
 func TestExpiredToken(t *testing.T) {
-	fixed := func(canExpire bool) aws.CredentialsProviderFunc {
-		return func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret", SessionToken: "token",
-				Source: "test", CanExpire: canExpire, Expires: time.Now().Add(time.Hour)}, nil
-		}
-	}
-	static := credentials.NewStaticCredentialsProvider("AKID", "secret", "token")
+	// Which credentials are never renewed is awscreds.NeverRenewed's
+	// (tested there): one of each kind here.
+	refreshing := aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret", SessionToken: "token",
+			Source: "test", CanExpire: true, Expires: time.Now().Add(time.Hour)}, nil
+	}))
 	for _, tc := range []struct {
 		name    string
 		creds   aws.CredentialsProvider
 		refused string // what the refusal says, "" for an unknown outcome
 	}{
-		{"static", static, "static credentials"},
-		{"static, cached", aws.NewCredentialsCache(static), "static credentials"},
-		{"cached, cannot expire", aws.NewCredentialsCache(fixed(false)), `(source "test") cannot expire`},
-		{"cached, can expire", aws.NewCredentialsCache(fixed(true)), ""},
-		// Asked for every request: may give new credentials whatever
-		// they say of themselves.
-		{"not cached, cannot expire", fixed(false), ""},
-		{"not cached, can expire", fixed(true), ""},
+		{"static", credentials.NewStaticCredentialsProvider("AKID", "secret", "token"), "static credentials"},
+		{"refreshing", refreshing, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := newCannedServer(t, canned{status: 400, code: "ExpiredTokenException"})

@@ -1,13 +1,18 @@
 package awscreds
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	smithy "github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
@@ -62,3 +67,42 @@ type timeoutErr struct{}
 func (timeoutErr) Error() string   { return "i/o timeout" }
 func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
+
+// TestNeverRenewed: static credentials, bare or cached, and cached ones that
+// cannot expire are never renewed, so that an expired session token stays
+// so; a cache renews credentials that can expire, and a provider that is not
+// cached is asked for every request, and may give new ones whatever they say
+// of themselves.
+func TestNeverRenewed(t *testing.T) {
+	fixed := func(canExpire bool) aws.CredentialsProviderFunc {
+		return func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret", SessionToken: "token",
+				Source: "test", CanExpire: canExpire, Expires: time.Now().Add(time.Hour)}, nil
+		}
+	}
+	static := credentials.NewStaticCredentialsProvider("AKID", "secret", "token")
+	for _, tc := range []struct {
+		name  string
+		creds aws.CredentialsProvider
+		want  string // what NeverRenewed says, "" if they may be renewed
+	}{
+		{"none", nil, ""},
+		{"static", static, "static credentials"},
+		{"static, cached", aws.NewCredentialsCache(static), "static credentials"},
+		{"cached, cannot expire", aws.NewCredentialsCache(fixed(false)), `(source "test") cannot expire`},
+		{"cached, can expire", aws.NewCredentialsCache(fixed(true)), ""},
+		{"not cached, cannot expire", fixed(false), ""},
+		{"not cached, can expire", fixed(true), ""},
+	} {
+		if c, ok := tc.creds.(*aws.CredentialsCache); ok {
+			// As the request that got the expired token's answer did.
+			if _, err := c.Retrieve(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := NeverRenewed(tc.creds)
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: NeverRenewed says %q; want %q", tc.name, got, tc.want)
+		}
+	}
+}
