@@ -58,40 +58,11 @@ func labels(lines []string) []string {
 // and watch no longer have the shape of what they print: status's row labels
 // for a leading record, and watch's line format. Timings may differ.
 func TestREADMEStatusAndWatchSamples(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "rec")
-	d, err := file.NewDecider(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	elected := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- leaderelection.Config{
-			Decider: d, LeaderID: "worker-a", TermLength: 4 * time.Second, MaxClockSkew: 500 * time.Millisecond,
-			OnElected: func(ctx context.Context, _ *leaderelection.TimeView) {
-				close(elected)
-				<-ctx.Done()
-			},
-		}.Acquire(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	select {
-	case <-elected:
-	case <-time.After(patience):
-		t.Fatal("not elected")
-	}
-	var stdout, stderr bytes.Buffer
-	if o := dispatch([]string{"status", "--store", "file://" + path}, &stdout, &stderr); o.code != 0 {
-		t.Fatalf("status: %+v\n%s", o, &stderr)
-	}
-	got := labels(strings.Split(strings.TrimSpace(stdout.String()), "\n"))
+	status := statusWhileLeading(t, "worker-a", nil)
+	got := labels(strings.Split(strings.TrimSpace(status), "\n"))
 	inREADME := labels(readmeBlock(t, "$ leaderelect status --store "))
 	if !slices.Equal(got, inREADME) {
-		t.Errorf("README.md's status sample has rows %q; status prints %q\n%s", inREADME, got, &stdout)
+		t.Errorf("README.md's status sample has rows %q; status prints %q\n%s", inREADME, got, status)
 	}
 
 	// changeLine's format, with any change kind, time and names.
@@ -140,4 +111,41 @@ func TestEveryStoreDocumented(t *testing.T) {
 			t.Errorf("README.md's Store URLs table does not mention %s:// (%s)", scheme, form)
 		}
 	}
+}
+
+// statusWhileLeading elects a candidate with id and hostPort on a file
+// store, and returns what status prints while it leads.
+func statusWhileLeading(t *testing.T, id string, hostPort []string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rec")
+	d, err := file.NewDecider(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	elected := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- leaderelection.Config{
+			Decider: d, LeaderID: id, HostPort: hostPort, TermLength: 4 * time.Second, MaxClockSkew: 500 * time.Millisecond,
+			OnElected: func(ctx context.Context, _ *leaderelection.TimeView) {
+				close(elected)
+				<-ctx.Done()
+			},
+		}.Acquire(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	select {
+	case <-elected:
+	case <-time.After(patience):
+		t.Fatal("not elected")
+	}
+	var stdout, stderr bytes.Buffer
+	if o := dispatch([]string{"status", "--store", "file://" + path}, &stdout, &stderr); o.code != 0 {
+		t.Fatalf("status: %+v\n%s", o, &stderr)
+	}
+	return stdout.String()
 }

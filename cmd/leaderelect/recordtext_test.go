@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	leaderelection "github.com/racedecider/leaderelection"
-	"github.com/racedecider/leaderelection/file"
 )
 
 // forged is a leader id chosen to forge status's and watch's output: it
@@ -60,37 +56,7 @@ func TestStatusAndWatchQuoteRecordText(t *testing.T) {
 	}
 
 	// status
-	path := filepath.Join(t.TempDir(), "rec")
-	d, err := file.NewDecider(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	elected := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- leaderelection.Config{
-			Decider: d, LeaderID: forged, HostPort: []string{"10.0.0.1:80\x1b[8m"}, TermLength: 4 * time.Second, MaxClockSkew: 500 * time.Millisecond,
-			OnElected: func(ctx context.Context, _ *leaderelection.TimeView) {
-				close(elected)
-				<-ctx.Done()
-			},
-		}.Acquire(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	select {
-	case <-elected:
-	case <-time.After(patience):
-		t.Fatal("not elected")
-	}
-	var stdout, stderr bytes.Buffer
-	if o := dispatch([]string{"status", "--store", "file://" + path}, &stdout, &stderr); o.code != 0 {
-		t.Fatalf("status: %+v\n%s", o, &stderr)
-	}
-	out := stdout.String()
+	out := statusWhileLeading(t, forged, []string{"10.0.0.1:80\x1b[8m"})
 	var states, leaders int
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		k, v, _ := strings.Cut(l, "  ")
