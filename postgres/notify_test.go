@@ -78,6 +78,12 @@ func TestPoolWithItsOwnNotificationHandler(t *testing.T) {
 	if r.err != nil || r.e.WriteID != "w0" || !r.e.Token.SameVersion(tok) {
 		t.Fatalf("WaitForChange across a write, the pool handling notifications itself = %+v, %v; want w0 at %s", r.e, r.err, tok.Version)
 	}
+	// The waiter's first read may find w0 before the notification reaches
+	// the handler, on the listener's connection: give it until the wait's
+	// deadline.
+	for handled.Load() == 0 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond) // polling a counter: there is nothing to wait on
+	}
 	if handled.Load() == 0 {
 		t.Fatal("the pool's OnNotification handler got no notification: the test no longer shows what it is about")
 	}
