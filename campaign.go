@@ -579,17 +579,24 @@ func (cd *candidate) missedChange(rec, next *entry.RaceEntry, quiet time.Time) {
 // sizes the herd window and times a rival's draw: the store's round trip or,
 // on a store that pushes changes, the delay of its pushes when that is longer
 // (a listener that reads the row after each notification, as PostgreSQL's does
-// for changes it cannot verify, brings news a read after the commit): the
-// shortest of the last 8, measured at every extension. Pushes are timed
-// against the send time each record carries, on its writer's clock, so the
-// delay is taken as at most 4 round trips: a clock behind the writers' cannot
-// widen the window without bound.
+// for changes it cannot verify, brings news a read after the commit),
+// measured at every push. It is the typical delay, not the shortest: a push
+// reaches the listeners one after another where the server is short of cores
+// (50 listeners on 2 cores: over 5 ms, where the shortest takes 0.6), so the
+// herd's news comes with that delay, and a rival timed by the shortest looks
+// to have drawn later than it did, which unlearns a big herd. Pushes are
+// timed against the send time each record carries, on its writer's clock, so
+// the shortest delay is taken as at most 4 round trips, so that a clock
+// behind the writers' cannot widen the window without bound; how much longer
+// the typical is than the shortest is measured on one clock where the pushes
+// came from one writer (the leader's extensions).
 func (cd *candidate) news() time.Duration {
 	rtt := cd.rtt.fastest()
 	if cd.pushes.n == 0 || cd.legacy {
 		return rtt
 	}
-	return min(max(rtt, cd.pushes.fastest()), 4*rtt)
+	fast := cd.pushes.fastest()
+	return max(rtt, min(fast, 4*rtt)+cd.pushes.typical()-fast)
 }
 
 // pushed takes note of a record pushed to this candidate by a wait that

@@ -30,6 +30,12 @@ type delayedStore struct {
 	pushLegs int
 	// noise, if set, adds what a real server does: see storeNoise.
 	noise *storeNoise
+	// service, if set, is how long the store's one server is busy with
+	// each request and each pushed change it delivers, one at a time: a
+	// herd's requests, and the pushes of one write to every listener,
+	// queue behind each other, as on a server short of cores.
+	service time.Duration
+	busyTo  time.Time // when the server is free
 
 	mu  sync.Mutex
 	ops []storeOp
@@ -88,9 +94,26 @@ type storeAccess struct {
 	req, push *noiseSource
 }
 
+// serve waits for the store's server to take one more request or push and
+// to be done with it (see delayedStore.service).
+func (s *delayedStore) serve() {
+	if s.service <= 0 {
+		return
+	}
+	s.mu.Lock()
+	if now := time.Now(); s.busyTo.Before(now) {
+		s.busyTo = now
+	}
+	s.busyTo = s.busyTo.Add(s.service)
+	done := s.busyTo
+	s.mu.Unlock()
+	time.Sleep(time.Until(done))
+}
+
 func (a *storeAccess) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	a.s.log(a.who, false)
 	time.Sleep(a.s.leg + a.req.draw())
+	a.s.serve()
 	rec, err := a.s.mem.ReadCurrent(ctx)
 	time.Sleep(a.s.leg + a.req.draw())
 	return rec, err
@@ -99,6 +122,7 @@ func (a *storeAccess) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error)
 func (a *storeAccess) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.LeaderToken, error) {
 	a.s.log(a.who, true)
 	time.Sleep(a.s.leg + a.req.draw())
+	a.s.serve()
 	tok, err := a.s.mem.WriteEntry(ctx, e)
 	time.Sleep(a.s.leg + a.req.draw())
 	return tok, err
@@ -146,6 +170,7 @@ func (p pushingAccess) WaitForChange(ctx context.Context, tok entry.LeaderToken)
 	if err != nil {
 		return nil, err
 	}
+	p.s.serve()
 	time.Sleep(p.s.leg*time.Duration(max(p.s.pushLegs, 1)) + p.push.draw())
 	return rec, nil
 }

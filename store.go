@@ -281,6 +281,21 @@ func (t *latencies) fastest() time.Duration {
 	return slices.Min(t.recent())
 }
 
+// typical is the mean of the recent samples but the slowest: what a sample
+// usually is, where fastest is what it can be, and one slow sample (a
+// reconnection, a pause) does not count.
+func (t *latencies) typical() time.Duration {
+	r := t.recent()
+	if len(r) < 2 {
+		return t.fastest()
+	}
+	var sum time.Duration
+	for _, d := range r {
+		sum += d
+	}
+	return (sum - slices.Max(r)) / time.Duration(len(r)-1)
+}
+
 // slowest is the longest recent sample: what an extension must be ready
 // for.
 func (t *latencies) slowest() time.Duration {

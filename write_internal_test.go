@@ -172,17 +172,28 @@ func TestNewsDelay(t *testing.T) {
 	cd.pushed(sent(7*time.Millisecond, true), began)
 	cd.pushed(sent(9*time.Millisecond, false), began)
 	cd.pushed(sent(2*time.Second, false), began) // sent before the wait
-	if got := cd.news(); got != 7*time.Millisecond {
-		t.Errorf("news %v after pushes 8, 7 and 9ms after they were sent, want 7ms", got)
+	if got := cd.news(); got != 7500*time.Microsecond {
+		t.Errorf("news %v after pushes 8, 7 and 9ms after they were sent, want their typical delay (the mean but the slowest), 7.5ms", got)
 	}
-	if w := cd.herdJitter(); w != 28*time.Millisecond {
-		t.Errorf("herd window %v, want the default's 4 x the news delay, 28ms", w)
+	if w := cd.herdJitter(); w != 30*time.Millisecond {
+		t.Errorf("herd window %v, want the default's 4 x the news delay, 30ms", w)
 	}
 	for range 8 {
 		cd.pushed(sent(time.Second, false), began) // a writer whose clock is behind
 	}
 	if got := cd.news(); got != 20*time.Millisecond {
 		t.Errorf("news %v after pushes a second late, want 4 round trips, 20ms", got)
+	}
+	// The same writer's pushes reaching this candidate 0 to 6 ms apart, and
+	// one 500 ms late (a reconnection): the spread counts in full, on top
+	// of the 4 round trips, and the one late push not at all.
+	clock.Advance(time.Second)
+	for i := range 7 {
+		cd.pushed(sent(time.Second+time.Duration(i)*time.Millisecond, false), began)
+	}
+	cd.pushed(sent(1500*time.Millisecond, false), began)
+	if got := cd.news(); got != 23*time.Millisecond {
+		t.Errorf("news %v after pushes a second and 0 to 6ms late, and one 1.5 s late, want 4 round trips and the 3ms the typical push takes more than the fastest, 23ms", got)
 	}
 }
 
