@@ -265,10 +265,14 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		// conditioned on in place: write over the Lease as it is now,
 		// rather than report a lost race, which ends a leader's tenure.
 		// Any write of a record changes the annotation (its write id).
+		sent = d.sending()
 		cur, gerr := d.leases.Get(ctx, d.lease, metav1.GetOptions{})
 		if gerr != nil {
-			// Not applied, whatever the GET met: the engine reads.
-			return entry.LeaderToken{}, werr
+			// Not applied, whatever the GET met: the engine reads. The
+			// GET's answer counts as any other (a 401 toward the
+			// second in a row that is a refusal).
+			return entry.LeaderToken{}, fmt.Errorf("%w; reading the Lease again: %v", werr,
+				d.fail(ctx, "read", reqGet, sent, gerr))
 		}
 		d.remember(cur)
 		if !sameRecord(cur, prev) {

@@ -175,6 +175,51 @@ func TestUnauthenticated(t *testing.T) {
 	}
 }
 
+// TestUnauthorizedAfterConflict: the GET a write sends after its update is
+// answered 409 (to tell a metadata edit from a record written) counts in the
+// rule on 401s as every other request does. Credentials that expire right
+// after the 409 get a 401 there, the first in a row; the next request's 401
+// is the second, a refusal. The GET used to go unaccounted, and the next 401
+// was retried as a first.
+func TestUnauthorizedAfterConflict(t *testing.T) {
+	admin := adminConfig(t)
+	cfg := rest.CopyConfig(admin)
+	var expired atomic.Bool // from the first 409 on
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if expired.Load() {
+				r = r.Clone(r.Context())
+				r.Header.Set("Authorization", "Bearer expired-token")
+			}
+			resp, err := rt.RoundTrip(r)
+			if err == nil && r.Method == http.MethodPut && resp.StatusCode == http.StatusConflict {
+				expired.Store(true)
+			}
+			return resp, err
+		})
+	})
+	name := freshLease()
+	d := newDecider(t, cfg, name)
+	t0 := time.Now()
+	first := &entry.RaceEntry{ElectionNumber: t0.UnixMicro(), Term: t0.UnixMicro(), LeaderID: "ours", TermExpiry: t0.Add(time.Minute), WriteID: "w1"}
+	tok, err := d.WriteEntry(t.Context(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelLease(t, admin, name, "labelled")
+	ext := &entry.RaceEntry{ElectionNumber: first.ElectionNumber + 1, Term: first.Term, LeaderID: "ours", TermExpiry: t0.Add(2 * time.Minute), WriteID: "w2", Token: tok}
+	_, err = d.WriteEntry(t.Context(), ext)
+	if !expired.Load() {
+		t.Fatalf("the extension over a labelled Lease was not answered 409: %v", err)
+	}
+	if !errors.Is(err, entry.ErrRaceLost) || !strings.Contains(err.Error(), "401") {
+		t.Errorf("extension answered 409, its GET then 401: %v; want entry.ErrRaceLost, saying what the GET met", err)
+	}
+	if _, err := d.ReadCurrent(t.Context()); !errors.Is(err, entry.ErrRefused) || !strings.Contains(err.Error(), "401") {
+		t.Errorf("ReadCurrent after the GET's 401, itself answered 401: %v; want entry.ErrRefused (the second 401 in a row)", err)
+	}
+}
+
 // TestSpecIsTruthful checks what kubectl and client-go see of our writes.
 func TestSpecIsTruthful(t *testing.T) {
 	cfg := adminConfig(t)
