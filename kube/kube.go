@@ -191,8 +191,9 @@ func (d *Decider) readMissing(ctx context.Context) (*entry.RaceEntry, error) {
 // read or written, or as the watch last delivered it (one GET first if this
 // Decider has not seen that version), so that fields and annotations it does
 // not own are kept. An update answered 409 Conflict over a Lease whose record
-// (our annotation and the spec) is unchanged, its metadata alone edited, is
-// sent again over the Lease as it is now, metadataRetries updates in all at most.
+// (our annotation and the spec, on the same Lease: not one deleted and
+// created again) is unchanged, its metadata alone edited, is sent again over
+// the Lease as it is now, metadataRetries updates in all at most.
 // So is the first update when the GET finds the Lease at another version than
 // the token's: a LIST at exactly the token's version tells whether its
 // record is still the one conditioned on.
@@ -302,8 +303,11 @@ func (d *Decider) recordSince(ctx context.Context, rv string, cur *coordinationv
 	d.unauthorized.Store(0)
 	for i := range ls.Items {
 		if old := &ls.Items[i]; old.Name == d.lease && old.ResourceVersion == rv {
-			if sameRecord(cur, old) {
+			switch {
+			case sameRecord(cur, old):
 				return ""
+			case cur.UID != old.UID:
+				return "it was deleted and created again"
 			}
 			return "its record changed"
 		}
@@ -316,12 +320,16 @@ func (d *Decider) recordSince(ctx context.Context, rv string, cur *coordinationv
 const metadataRetries = 3
 
 // sameRecord reports whether a and b hold the same election record: the
-// same annotation of ours (or none) and the same spec, whatever else of
-// their metadata differs.
+// same Lease (metadata.uid), with the same annotation of ours (or none) and
+// the same spec, whatever else of their metadata differs. A Lease deleted
+// and created again is another record even with the same annotation and
+// spec (restored from a manifest or a backup, say): a deletion is a change,
+// which a write conditioned on the record before it loses, and whatever was
+// written between the two is unknown.
 func sameRecord(a, b *coordinationv1.Lease) bool {
 	ra, oka := a.Annotations[RecordAnnotation]
 	rb, okb := b.Annotations[RecordAnnotation]
-	return oka == okb && ra == rb && apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
+	return a.UID == b.UID && oka == okb && ra == rb && apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
 }
 
 // seen returns the Lease at resourceVersion rv if this Decider has it: as

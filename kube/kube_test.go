@@ -515,6 +515,71 @@ func TestMetadataChangeWithReadBetween(t *testing.T) {
 	}
 }
 
+// TestRecreatedLeaseIsAnotherRecord: a Lease deleted and created again with
+// the same annotation and spec (restored from a manifest or a backup, say) is
+// not the Lease a write was conditioned on, whose deletion was a change: the
+// write loses, whether the Decider kept the Lease conditioned on (its update
+// is answered 409, and a GET finds the new Lease) or fetches it (a GET finds
+// the new Lease, and a LIST at the version conditioned on the old one). Both
+// used to take the new Lease for the old one with its metadata alone edited,
+// and write over it. The new Lease, once read, is written over as any other.
+func TestRecreatedLeaseIsAnotherRecord(t *testing.T) {
+	cfg := adminConfig(t)
+	for _, tc := range []struct {
+		name string
+		// writer returns the Decider that writes over the token of d's
+		// first write, after the Lease was created again.
+		writer func(t *testing.T, d *kube.Decider) *kube.Decider
+	}{
+		{name: "kept", writer: func(_ *testing.T, d *kube.Decider) *kube.Decider { return d }},
+		{name: "fetched", writer: func(t *testing.T, d *kube.Decider) *kube.Decider { return newDecider(t, cfg, d.Name()) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := freshLease()
+			leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
+			d := newDecider(t, cfg, name)
+			t0 := time.Now()
+			first := &entry.RaceEntry{ElectionNumber: t0.UnixMicro(), Term: t0.UnixMicro(), LeaderID: "ours", TermExpiry: t0.Add(time.Minute), WriteID: "w1"}
+			tok, err := d.WriteEntry(t.Context(), first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			old, err := leases.Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := leases.Delete(t.Context(), name, deleteOptions()); err != nil {
+				t.Fatal(err)
+			}
+			again, err := leases.Create(t.Context(), &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: old.Labels, Annotations: old.Annotations},
+				Spec:       old.Spec,
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			ext := &entry.RaceEntry{ElectionNumber: first.ElectionNumber + 1, Term: first.Term, LeaderID: "ours", TermExpiry: t0.Add(2 * time.Minute), WriteID: "w2", Token: tok}
+			if _, err := tc.writer(t, d).WriteEntry(t.Context(), ext); !errors.Is(err, entry.ErrRaceLost) {
+				t.Errorf("write conditioned on the Lease before it was deleted, over one created again with the same record: %v; want entry.ErrRaceLost", err)
+			} else {
+				t.Logf("%v", err)
+			}
+			e, err := d.ReadCurrent(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.WriteID != "w1" || e.Token.Version != again.ResourceVersion {
+				t.Fatalf("record %+v; want w1 at the new Lease's resourceVersion %s, not written over", e, again.ResourceVersion)
+			}
+			ext.Token = e.Token
+			if _, err := d.WriteEntry(t.Context(), ext); err != nil {
+				t.Fatalf("write conditioned on the new Lease, read: %v", err)
+			}
+		})
+	}
+}
+
 // labelLease sets the label k (to "yes") on the Lease name, as kubectl label
 // would: a change of its metadata alone.
 func labelLease(t *testing.T, cfg *rest.Config, name, k string) {
