@@ -83,10 +83,11 @@ func dispatch(args []string, stdout, stderr io.Writer) outcome {
 	switch name {
 	case watchdogCommand:
 		// Hidden: run starts it; see watchdog_linux.go. It shares run's
-		// stderr, which may be a broken pipe: its one message must not
-		// kill it before it has acted.
+		// stderr, which may be a broken pipe, and its stdout is a pipe
+		// run may have stopped reading: its messages must not kill it
+		// before it has acted.
 		defer notifyBrokenPipe()()
-		return outcome{code: watchdogMain(os.Stdin, stderr)}
+		return outcome{code: watchdogMain(os.Stdin, stdout, stderr)}
 	case "help", "-h", "-help", "--help": // isHelp
 		if len(args) > 1 && !isHelp(args[1]) {
 			return dispatch([]string{args[1], "--help"}, stdout, stderr)

@@ -46,7 +46,12 @@ var binary string
 func TestMain(m *testing.M) {
 	// In-process runs (dispatch) start their watchdog from this binary.
 	if len(os.Args) > 1 && os.Args[1] == watchdogCommand {
-		os.Exit(watchdogMain(os.Stdin, os.Stderr))
+		watchdogFault()
+		os.Exit(watchdogMain(os.Stdin, os.Stdout, os.Stderr))
+	}
+	if file := os.Getenv(watchdogReportEnv); file != "" {
+		reportWatchdog(file)
+		return
 	}
 	if mode := os.Getenv(childEnv); mode != "" {
 		childMain(mode)

@@ -298,7 +298,7 @@ func holdLock(t *testing.T, path string) *os.File {
 func awaitWatchdogArmed(t *testing.T, supervisor int) {
 	t.Helper()
 	deadline := time.Now().Add(patience)
-	for !watchdogArmed(supervisor) {
+	for armedWatchdog(supervisor) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the watchdog of supervisor %d had not set its timer within %v", supervisor, patience)
 		}
@@ -306,7 +306,9 @@ func awaitWatchdogArmed(t *testing.T, supervisor int) {
 	}
 }
 
-func watchdogArmed(supervisor int) bool {
+// armedWatchdog returns the pid of the watchdog of the supervisor whose pid
+// is given if it runs with its kill timer set, else 0.
+func armedWatchdog(supervisor int) int {
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
@@ -329,9 +331,10 @@ func watchdogArmed(supervisor int) bool {
 			}
 			info, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "fdinfo", fd.Name()))
 			if bytes.Contains(info, []byte("it_value:")) && !bytes.Contains(info, []byte("it_value: (0, 0)")) {
-				return true
+				pid, _ := strconv.Atoi(p.Name())
+				return pid
 			}
 		}
 	}
-	return false
+	return 0
 }

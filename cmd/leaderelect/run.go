@@ -80,7 +80,10 @@ Linux, a watchdog process (this binary, in a session of its own)
 holds the term's deadline on CLOCK_BOOTTIME and SIGKILLs the group when it
 passes without an extension, even while leaderelect itself is stopped,
 starved of CPU or dead; leaderelect, once resumed, runs COMMAND again only
-after winning a new election. Should an extension fail to reach the watchdog
+after winning a new election. COMMAND starts only once the watchdog has set
+its timer: a watchdog that exits first, or is not ready within 10s (or a
+term, if longer), is killed, and COMMAND waits for a new election and a new
+watchdog. Should an extension fail to reach the watchdog
 (it was stopped or killed), leaderelect stops COMMAND as if leadership were
 lost, and runs it again after a new election with a new watchdog. Not
 covered: the whole host paused, and processes that left the group (setsid,
@@ -451,8 +454,10 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 		"LEADER_TERM="+strconv.FormatInt(tv.Term(), 10),
 		"LEADER_EXPIRY="+tv.Get().UTC().Format(time.RFC3339Nano),
 	)
-	// The watchdog is armed before COMMAND starts, so that COMMAND never
-	// runs unguarded.
+	// COMMAND starts only once the watchdog has set its timer (see
+	// awaitWatchdog), so that it never runs unguarded. A watchdog that
+	// cannot be started at all (none on this system, exec failed) leaves
+	// the kill to this process, as the warning says.
 	wd, err := startWatchdog(termEnd(tv).Add(-r.killLead()), min(time.Second, r.term/8))
 	if err != nil {
 		r.log.Warn("no watchdog: the command is killed at the end of the term only while leaderelect itself runs", "err", err)
@@ -463,6 +468,14 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 			wd.disarm()
 		}
 	}()
+	if wd != nil {
+		if reason := r.awaitWatchdog(ctx, tv, wd); reason != "" {
+			wd.kill()
+			wd = nil
+			r.log.Warn("not starting the command: "+reason, "term", tv.Term())
+			return nil, 0
+		}
+	}
 	if !time.Now().Before(r.stopAt(termEnd(tv))) {
 		// Starting the watchdog took what was left of the term: COMMAND
 		// would be stopped as soon as it started.
@@ -581,6 +594,54 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 		}
 	}
 }
+
+// awaitWatchdog waits until wd has set its timer, and returns why COMMAND
+// is not to be started when it stops waiting first: the watchdog exited, or
+// cannot be told of extensions, or is not ready when COMMAND would be
+// stopped (the term is about to end) or after watchdogPatience (or a term,
+// if longer), or leadership ended, or leaderelect is stopping. The term's
+// extensions are passed on meanwhile, so that a watchdog that comes up late
+// (seconds, on a loaded host) does not act on a stale deadline; the bound
+// keeps a watchdog that never comes up from holding a tenure without
+// COMMAND for ever. A tenure given up on ends, and COMMAND waits for a new
+// election and a new watchdog.
+func (r *runner) awaitWatchdog(ctx context.Context, tv *leaderelection.TimeView, wd *watchdog) (reason string) {
+	began := time.Now()
+	giveUpAt := began.Add(max(r.term, watchdogPatience))
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case err := <-wd.ready:
+			if err != nil {
+				return "the watchdog process failed: " + err.Error()
+			}
+			return ""
+		case <-ctx.Done():
+			return "leadership ended"
+		case <-r.stop:
+			return "leaderelect is stopping"
+		case <-timer.C:
+		}
+		now, end := time.Now(), termEnd(tv)
+		waited := now.Sub(began).Round(time.Millisecond)
+		switch {
+		case !now.Before(r.stopAt(end)):
+			return fmt.Sprintf("the watchdog process had not set its timer %v after it started, and the term is about to end", waited)
+		case !now.Before(giveUpAt):
+			return fmt.Sprintf("the watchdog process had not set its timer %v after it started", waited)
+		}
+		wd.arm(end.Add(-r.killLead()))
+		if wd.err != nil {
+			return "the watchdog cannot be told of extensions (" + wd.err.Error() + ")"
+		}
+		timer.Reset(time.Until(minTime(minTime(r.stopAt(end), giveUpAt), now.Add(r.term/8))))
+	}
+}
+
+// watchdogPatience is the least time run gives its watchdog process to set
+// its timer (it may be given a term, if longer). A variable for tests.
+var watchdogPatience = 10 * time.Second
 
 // killedByWatchdog reports whether COMMAND, reaped at now with status ws
 // without this process having signalled it, is taken to have been killed at

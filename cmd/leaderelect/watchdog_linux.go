@@ -32,6 +32,21 @@ import (
 //	pgid N        COMMAND's process group
 //	done          COMMAND has been reaped: exit without killing
 //
+// The watchdog writes one line to its stdout, another pipe:
+//
+//	ready         the first deadline is read and the timer set
+//
+// The supervisor starts COMMAND only once it has read that line: the
+// watchdog is a process of its own, exec'd anew, and can take a long time to
+// come up (a race-built binary on a loaded machine took seconds), in which
+// a frozen supervisor would leave COMMAND unguarded. Meanwhile it goes on
+// writing the term's extensions (see awaitWatchdog). A watchdog that exits
+// first (its stdout reaches EOF) or is not ready in time is killed, and
+// COMMAND is not started in that tenure. A pipe, unlike a
+// signal, tells the supervisor also of a watchdog that died; stdout is
+// otherwise unused, and both ends of both pipes are close-on-exec in the
+// supervisor, so that COMMAND inherits neither.
+//
 // When stdin closes without "done" (the supervisor died), the watchdog still
 // kills at the last deadline. A supervisor that cannot write to the watchdog
 // (it is stopped and the pipe is full, or it is gone) stops COMMAND and ends
@@ -54,17 +69,24 @@ func bootNow() int64 {
 	return ts.Nano()
 }
 
+// watchdogReady is the line the watchdog writes to its stdout once armed.
+const watchdogReady = "ready"
+
 // watchdog is the supervisor's end of a watchdog process.
 type watchdog struct {
-	cmd     *exec.Cmd
-	in      *os.File
+	cmd *exec.Cmd
+	in  *os.File
+	// ready receives nil once the watchdog has set its timer, or why it
+	// never will (it exited first).
+	ready   <-chan error
 	timeout time.Duration // the longest a write may block
 	last    time.Time     // the kill time last sent
 	err     error         // the first write error; nothing is sent after it
 }
 
-// startWatchdog starts the watchdog process, armed to kill at killBy. A write
-// to it that blocks for longer than timeout fails.
+// startWatchdog starts the watchdog process, to kill at killBy. It is armed
+// only once it says so on w.ready. A write to it that blocks for longer than
+// timeout fails.
 func startWatchdog(killBy time.Time, timeout time.Duration) (*watchdog, error) {
 	// /proc/self/exe runs this very binary even if it was replaced or
 	// deleted since it started.
@@ -84,22 +106,51 @@ func startWatchdog(killBy time.Time, timeout time.Duration) (*watchdog, error) {
 		return nil, err
 	}
 	cmd.Stdin = r
-	w := &watchdog{cmd: cmd, in: in, timeout: timeout}
-	// The deadline is in the pipe before the process exists: it is armed
-	// from its first instant.
+	out, outW, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		in.Close()
+		return nil, err
+	}
+	cmd.Stdout = outW
+	ready := make(chan error, 1)
+	w := &watchdog{cmd: cmd, in: in, ready: ready, timeout: timeout}
+	// The deadline is in the pipe before the process exists: the first
+	// line it reads.
 	w.arm(killBy)
 	if w.err != nil {
 		r.Close()
 		in.Close()
+		out.Close()
+		outW.Close()
 		return nil, fmt.Errorf("arming the watchdog: %w", w.err)
 	}
 	err = cmd.Start()
 	r.Close()
+	outW.Close() // the watchdog's alone now: EOF once it exits
 	if err != nil {
 		in.Close()
+		out.Close()
 		return nil, fmt.Errorf("starting the watchdog: %w", err)
 	}
-	go func() { _ = cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	go func() {
+		defer out.Close()
+		line, err := bufio.NewReader(out).ReadString('\n')
+		switch {
+		case line == watchdogReady+"\n":
+			ready <- nil
+		case err == io.EOF && line == "":
+			<-exited
+			ready <- fmt.Errorf("it exited (%v) before setting its timer", cmd.ProcessState)
+		default:
+			ready <- fmt.Errorf("it wrote %q (%v) instead of %q", line, err, watchdogReady)
+		}
+	}()
 	return w, nil
 }
 
@@ -139,8 +190,17 @@ func (w *watchdog) disarm() {
 	_ = w.in.Close()
 }
 
-// watchdogMain is the watchdog process.
-func watchdogMain(stdin io.Reader, stderr io.Writer) int {
+// kill ends a watchdog that COMMAND never ran under (it was not ready), in
+// place of disarm: one that did not come up is not to be trusted to read
+// "done". w is not used after.
+func (w *watchdog) kill() {
+	_ = w.cmd.Process.Kill()
+	_ = w.in.Close()
+}
+
+// watchdogMain is the watchdog process. It writes watchdogReady to stdout
+// once its timer is first set.
+func watchdogMain(stdin io.Reader, stdout, stderr io.Writer) int {
 	supervisor, err := strconv.Atoi(os.Getenv(watchdogEnv))
 	if err != nil || supervisor <= 1 {
 		supervisor = 0 // unknown: only the group the supervisor names is killed
@@ -192,6 +252,7 @@ func watchdogMain(stdin io.Reader, stderr io.Writer) int {
 	}()
 	var deadline int64 = -1 // not armed yet
 	pgid := 0
+	armed, readySent := false, false
 	// take acts on a batch of lines; it reports whether "done" was among
 	// them.
 	take := func(batch []string) bool {
@@ -208,6 +269,8 @@ func watchdogMain(stdin io.Reader, stderr io.Writer) int {
 				spec := unix.ItimerSpec{Value: unix.NsecToTimespec(max(n, 1))}
 				if err := unix.TimerfdSettime(tfd, unix.TFD_TIMER_ABSTIME, &spec, nil); err != nil {
 					fmt.Fprintf(stderr, "leaderelect run: watchdog: timerfd_settime: %v\n", err)
+				} else {
+					armed = true
 				}
 			}
 		}
@@ -241,6 +304,12 @@ func watchdogMain(stdin io.Reader, stderr io.Writer) int {
 			killed := killCommand(supervisor, pgid)
 			fmt.Fprintf(stderr, "leaderelect run: watchdog: the term is ending without an extension reaching the watchdog: killed the command's process group %v\n", killed)
 			return exitOK
+		}
+		if armed && !readySent {
+			// (Not for a first deadline already past, which killed
+			// and exited above: the supervisor then reads EOF.)
+			readySent = true
+			_, _ = fmt.Fprintln(stdout, watchdogReady)
 		}
 	}
 }

@@ -13,8 +13,9 @@ import (
 const watchdogCommand = "__watchdog"
 
 type watchdog struct {
-	last time.Time
-	err  error
+	ready <-chan error
+	last  time.Time
+	err   error
 }
 
 func startWatchdog(time.Time, time.Duration) (*watchdog, error) {
@@ -24,8 +25,9 @@ func startWatchdog(time.Time, time.Duration) (*watchdog, error) {
 func (*watchdog) arm(time.Time) {}
 func (*watchdog) setGroup(int)  {}
 func (*watchdog) disarm()       {}
+func (*watchdog) kill()         {}
 
-func watchdogMain(io.Reader, io.Writer) int { return exitUsage }
+func watchdogMain(io.Reader, io.Writer, io.Writer) int { return exitUsage }
 
 // awaitGroupGone cannot tell a live process from a zombie without /proc: the
 // group is taken as gone once SIGKILL is sent.
