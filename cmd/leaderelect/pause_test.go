@@ -4,10 +4,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
-
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -206,10 +204,8 @@ func testPausedSupervisor(t *testing.T, stopped bool, pause func(*testing.T, *pr
 	}()
 	first := pollSamples(t, logPath, "first sample", func(s []sample) bool { return len(s) > 0 })[0]
 	leader, other := procs[first.id], procs[map[string]string{"A": "B", "B": "A"}[first.id]]
-	// The pause is of a supervisor whose watchdog runs: on a loaded
-	// machine the watchdog process can still be starting up (a race-built
-	// binary takes seconds then) when COMMAND's first sample comes.
-	awaitWatchdogArmed(t, leader.cmd.Process.Pid)
+	// The pause is of a supervisor whose watchdog runs with its timer set:
+	// run starts COMMAND, whose sample this is, only then.
 
 	// The pause begins while the test holds the record's lock, so that
 	// the leader is never stopped holding it: every other candidate's
@@ -290,51 +286,4 @@ func holdLock(t *testing.T, path string) *os.File {
 		t.Fatal(err)
 	}
 	return f
-}
-
-// awaitWatchdogArmed waits until the watchdog of the supervisor whose pid is
-// given runs with its kill timer set: a child of the supervisor started as the
-// watchdog, holding a timerfd whose it_value is not zero.
-func awaitWatchdogArmed(t *testing.T, supervisor int) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for armedWatchdog(supervisor) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the watchdog of supervisor %d had not set its timer within %v", supervisor, patience)
-		}
-		time.Sleep(20 * time.Millisecond) // polling /proc: there is nothing to wait on
-	}
-}
-
-// armedWatchdog returns the pid of the watchdog of the supervisor whose pid
-// is given if it runs with its kill timer set, else 0.
-func armedWatchdog(supervisor int) int {
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		_, rest, _ := strings.Cut(string(stat[bytes.LastIndexByte(stat, ')')+1:]), " ")
-		f := strings.Fields(rest)
-		if len(f) < 2 || f[1] != strconv.Itoa(supervisor) {
-			continue
-		}
-		if cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline")); !bytes.Contains(cmdline, []byte(watchdogCommand)) {
-			continue
-		}
-		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
-		for _, fd := range fds {
-			if l, _ := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name())); l != "anon_inode:[timerfd]" {
-				continue
-			}
-			info, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "fdinfo", fd.Name()))
-			if bytes.Contains(info, []byte("it_value:")) && !bytes.Contains(info, []byte("it_value: (0, 0)")) {
-				pid, _ := strconv.Atoi(p.Name())
-				return pid
-			}
-		}
-	}
-	return 0
 }

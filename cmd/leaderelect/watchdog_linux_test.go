@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +123,39 @@ func reportWatchdog(file string) {
 	fmt.Fprintln(f, report)
 	f.Close()
 	os.Exit(0)
+}
+
+// armedWatchdog returns the pid of the watchdog of the supervisor whose pid
+// is given if it runs with its kill timer set, else 0.
+func armedWatchdog(supervisor int) int {
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		_, rest, _ := strings.Cut(string(stat[bytes.LastIndexByte(stat, ')')+1:]), " ")
+		f := strings.Fields(rest)
+		if len(f) < 2 || f[1] != strconv.Itoa(supervisor) {
+			continue
+		}
+		if cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline")); !bytes.Contains(cmdline, []byte(watchdogCommand)) {
+			continue
+		}
+		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
+		for _, fd := range fds {
+			if l, _ := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name())); l != "anon_inode:[timerfd]" {
+				continue
+			}
+			info, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "fdinfo", fd.Name()))
+			if bytes.Contains(info, []byte("it_value:")) && !bytes.Contains(info, []byte("it_value: (0, 0)")) {
+				pid, _ := strconv.Atoi(p.Name())
+				return pid
+			}
+		}
+	}
+	return 0
 }
 
 // TestRunStartsCommandUnderArmedWatchdog: run starts COMMAND only once its
