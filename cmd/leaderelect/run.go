@@ -81,9 +81,8 @@ holds the term's deadline on CLOCK_BOOTTIME and SIGKILLs the group when it
 passes without an extension, even while leaderelect itself is stopped,
 starved of CPU or dead; leaderelect, once resumed, runs COMMAND again only
 after winning a new election. COMMAND starts only once the watchdog has set
-its timer: a watchdog that exits first, or is not ready within 10s (or a
-term, if longer), is killed, and COMMAND waits for a new election and a new
-watchdog. Should an extension fail to reach the watchdog
+its timer: a watchdog that exits first, or is not ready within 10s, is
+killed, and COMMAND waits for a new election and a new watchdog. Should an extension fail to reach the watchdog
 (it was stopped or killed), leaderelect stops COMMAND as if leadership were
 lost, and runs it again after a new election with a new watchdog. Not
 covered: the whole host paused, and processes that left the group (setsid,
@@ -598,8 +597,8 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 // awaitWatchdog waits until wd has set its timer, and returns why COMMAND
 // is not to be started when it stops waiting first: the watchdog exited, or
 // cannot be told of extensions, or is not ready when COMMAND would be
-// stopped (the term is about to end) or after watchdogPatience (or a term,
-// if longer), or leadership ended, or leaderelect is stopping. The term's
+// stopped (the term is about to end) or after watchdogPatience, or
+// leadership ended, or leaderelect is stopping. The term's
 // extensions are passed on meanwhile, so that a watchdog that comes up late
 // (seconds, on a loaded host) does not act on a stale deadline; the bound
 // keeps a watchdog that never comes up from holding a tenure without
@@ -607,7 +606,7 @@ func (r *runner) supervise(ctx context.Context, tv *leaderelection.TimeView, kil
 // election and a new watchdog.
 func (r *runner) awaitWatchdog(ctx context.Context, tv *leaderelection.TimeView, wd *watchdog) (reason string) {
 	began := time.Now()
-	giveUpAt := began.Add(max(r.term, watchdogPatience))
+	giveUpAt := began.Add(watchdogPatience)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -639,8 +638,10 @@ func (r *runner) awaitWatchdog(ctx context.Context, tv *leaderelection.TimeView,
 	}
 }
 
-// watchdogPatience is the least time run gives its watchdog process to set
-// its timer (it may be given a term, if longer). A variable for tests.
+// watchdogPatience is how long run gives its watchdog process to set its
+// timer: a few times what a loaded host was seen to take, and not a long
+// term, which a watchdog that never comes up would hold without COMMAND. A
+// variable for tests.
 var watchdogPatience = 10 * time.Second
 
 // killedByWatchdog reports whether COMMAND, reaped at now with status ws
