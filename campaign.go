@@ -481,7 +481,9 @@ const (
 func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 	d := cd.draw
 	cd.draw = draw{}
-	if !won {
+	if won {
+		cd.herd.won()
+	} else {
 		cd.missedChange(rec, next, d.quiet)
 	}
 	switch {
@@ -538,6 +540,7 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 		// which this candidate's read at the end of its draw found.
 		x = min(cd.sendTime(next).Sub(d.start)-rtt, d.j)
 	default:
+		cd.herd.lost()
 		cd.herd.quiet()
 		return
 	}
@@ -548,6 +551,7 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 		cd.herd.yielded()
 		return
 	}
+	cd.herd.lost()
 	cd.herd.sawRival(d.w, max(x-d.off, 0), news, d.cold)
 }
 

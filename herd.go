@@ -39,6 +39,13 @@ import (
 //     first writer within an eighth of a round trip of the window's start,
 //     and then in full: a herd too big for its window does that every time,
 //     two candidates over 4 round trips one time in 250.
+//   - A candidate that is not wide (see below) and loses six herds in a
+//     row raises its herd to three times the floor (wide), whatever their
+//     timing showed: with 2 drawing, each loses one herd in two, six in a
+//     row one time in 64; with 50, nearly always. Timing cannot show a big
+//     herd where the news of a write reaches the herd over a spread of
+//     delays as long as the window (a server short of cores delivering a
+//     change to 50 listeners one after another), and losing can.
 //   - A candidate that expects a herd more than twice its floor (wide)
 //     yields the floor's window to those that do not (see offset), and learns
 //     only from first writers that drew after it.
@@ -50,6 +57,10 @@ import (
 // herdMax bounds the learnt herd; the window is bounded by TermLength/2
 // anyway.
 const herdMax = 256
+
+// herdLosses is how many herds in a row a candidate that is not wide loses
+// before it takes its herd for a big one (see herd.lost).
+const herdLosses = 6
 
 // herdFloor is the least the learnt herd narrows to without a hint saying
 // fewer: two, the candidates that wait while a third leads with the default
@@ -82,6 +93,8 @@ type herd struct {
 	// eighth of a round trip of the window's start; cold after a sample
 	// from candidates started together that raised the herd.
 	strong, cold bool
+	// losses counts the herds lost in a row while not wide.
+	losses int
 	// fixed keeps m at the hint (hooks.WithLegacyScheduling).
 	fixed bool
 }
@@ -191,6 +204,24 @@ func (h *herd) sawRival(w, x, rtt time.Duration, cold bool) {
 	}
 	h.cold = cold && h.m > h.floor
 }
+
+// lost notes a herd this candidate drew in and lost to a rival that drew in
+// it too: herdLosses of them in a row, while not wide, raise the herd to
+// three times the floor, which is wide (see the rules above).
+func (h *herd) lost() {
+	if h.fixed || h.wide() {
+		h.losses = 0
+		return
+	}
+	h.losses++
+	if h.losses >= herdLosses {
+		h.losses = 0
+		h.move(3*h.floor, 1)
+	}
+}
+
+// won notes a herd this candidate won: a run of losses ends.
+func (h *herd) won() { h.losses = 0 }
 
 // yielded notes a hand-over won in the part of the window this candidate
 // yields (see offset): it learns nothing of the herd that draws after it, and

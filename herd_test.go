@@ -383,12 +383,14 @@ func TestHerdStartedApartLearnsOnANoisyStore(t *testing.T) {
 // queued takes 0.6 ms (the benchmark's PostgreSQL with 50 listeners on 2
 // cores is like that). Timed by their fastest push, the candidates took
 // every herd's first writer for a late one, never learnt their herd and wrote
-// about 8 times a hand-over. Timed by their typical push (see news), most
-// learn it over the first hand-overs. What is left: the start-up teaches
-// only about half of them (their first reads queue, which hides when the
-// first writer drew), so the first hand-overs cost up to 14 writes; and each
-// candidate started in a leader's place learns only over a few hand-overs,
-// writing with the others at the default's window meanwhile.
+// about 8 times a hand-over; timed by their typical push (see news), 4 to 4.6
+// from the fifth hand-over on. The candidates at the default's window still
+// learnt slowly (timing at that window is mostly noise here), and those that
+// lose six herds in a row now take their herd for a big one: 2.8 to 3.4. The
+// first hand-overs still cost up to 14 writes: the start-up teaches only
+// about half of the 50 (their first reads queue, which hides when the first
+// writer drew), and each candidate started in a leader's place loses six
+// herds before it yields to the newer ones.
 func TestHerdOnABusyServer(t *testing.T) {
 	const seeds, reps, learning = 10, 10, 4
 	var writes, late, over int
@@ -415,7 +417,7 @@ func TestHerdOnABusyServer(t *testing.T) {
 	lateMean := float64(late) / float64(n)
 	t.Logf("%.2f writes a hand-over on average; from hand-over %d on, %.2f, and %d of %d over 3",
 		float64(writes)/(seeds*reps), learning+1, lateMean, over, n)
-	if lateMean > 5.5 {
-		t.Errorf("from hand-over %d on, %.2f writes a hand-over on average (%d of %d over 3); want at most 5.5", learning+1, lateMean, over, n)
+	if lateMean > 3.8 {
+		t.Errorf("from hand-over %d on, %.2f writes a hand-over on average (%d of %d over 3); want at most 3.8", learning+1, lateMean, over, n)
 	}
 }

@@ -169,12 +169,39 @@ func TestHerdLearnsFromTheFirstDraw(t *testing.T) {
 			t.Errorf("still a herd of %.1f after 200 hand-overs won in the part it yields", h.m)
 		}
 	})
+	t.Run("losses in a row", func(t *testing.T) {
+		h := newHerd(DefaultExpectedCandidates, false)
+		for range herdLosses - 1 {
+			h.lost()
+		}
+		h.won()
+		for range herdLosses - 1 {
+			h.lost()
+		}
+		if h.m != DefaultExpectedCandidates-1 {
+			t.Fatalf("a herd of %.1f after %d losses, a win, and %d losses", h.m, herdLosses-1, herdLosses-1)
+		}
+		h.lost()
+		if !h.wide() {
+			t.Fatalf("a herd of %.1f after %d losses in a row, want it wide", h.m, herdLosses)
+		}
+		m := h.m
+		for range 2 * herdLosses {
+			h.lost()
+		}
+		if h.m != m {
+			t.Errorf("a wide herd of %.1f moved to %.1f by losses (wide candidates learn by timing)", m, h.m)
+		}
+	})
 	t.Run("legacy", func(t *testing.T) {
 		h := newHerd(DefaultExpectedCandidates, true)
 		h.sawRival(h.window(rtt, term), 0, rtt, true)
 		h.lostRace()
 		h.yielded()
 		h.quiet()
+		for range 2 * herdLosses {
+			h.lost()
+		}
 		if h.m != DefaultExpectedCandidates-1 || h.offset(rtt, term) != 0 {
 			t.Errorf("fixed herd moved to %.1f", h.m)
 		}
