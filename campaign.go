@@ -124,6 +124,10 @@ type candidate struct {
 	// held (see observe).
 	sawRecord bool
 	heldUntil time.Time
+	// goneAt is when a read first found no record after one was seen (zero
+	// once a record is seen again): reads of no record within a term of it
+	// hold the record a term longer each (see observe).
+	goneAt time.Time
 	// lineage is the Lineage of the last record read (see observe).
 	lineage string
 	// rtt tracks the store's round trip, which sizes herdJitter; writes
@@ -708,7 +712,12 @@ func (cd *candidate) writableAt(tok entry.LeaderToken) time.Time {
 // A record that disappears after this candidate saw one may have been held,
 // and extended after it was last read, until a whole TermLength after the
 // disappearance is noticed: until then (plus MaxClockSkew) nothing counts as
-// free, whatever records come and go meanwhile.
+// free, whatever records come and go meanwhile. The first read of no record
+// may be a stale one (served from before the record was last extended, or
+// before it existed), so every read of no record within a term of the first
+// counts the whole term again: one that came after the deletion holds the
+// record until a term after it. Only a candidate whose reads of no record
+// were all stale for that whole term can take over early.
 func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
 	cd.noteVersion(rec.Token, cd.committedAtMost(rec))
 	// A write conditioned on rec may still apply, unless it was sent so
@@ -724,9 +733,11 @@ func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
 	}
 	cd.pending = kept
 	if rec.ElectionNumber == entry.NoElections {
+		if cd.sawRecord || now.Before(cd.goneAt.Add(cd.TermLength)) {
+			cd.heldUntil = maxTime(cd.heldUntil, now.Add(cd.TermLength+cd.MaxClockSkew))
+		}
 		if cd.sawRecord {
-			cd.sawRecord = false
-			cd.heldUntil = maxTime(cd.heldUntil, cd.Clock.Now().Add(cd.TermLength+cd.MaxClockSkew))
+			cd.sawRecord, cd.goneAt = false, now
 			cd.log.Warn("the election record disappeared; waiting a whole term before taking over", "until", cd.heldUntil)
 		}
 		return
@@ -739,7 +750,7 @@ func (cd *candidate) observe(ctx context.Context, rec *entry.RaceEntry) {
 		cd.heldUntil = maxTime(cd.heldUntil, cd.Clock.Now().Add(cd.TermLength+cd.MaxClockSkew))
 		cd.log.Warn("the election record was deleted and created again; waiting a whole term before taking over", "until", cd.heldUntil)
 	}
-	cd.sawRecord, cd.lineage = true, rec.Lineage
+	cd.sawRecord, cd.lineage, cd.goneAt = true, rec.Lineage, time.Time{}
 	cd.maxSeen = max(cd.maxSeen, rec.ElectionNumber)
 	// Only a newer tenure is news: a stale read can show an older one.
 	if rec.Released || rec.Term <= cd.lastTerm {

@@ -459,6 +459,52 @@ func TestDeletionKeepsTheWaitAndTheFencingToken(t *testing.T) {
 	})
 }
 
+// staleAbsence serves "no record" to every read while stale is set, as a
+// store serving reads from before the record existed would, and cannot push.
+type staleAbsence struct {
+	leaderelection.RaceDecider
+	stale atomic.Bool
+}
+
+func (s *staleAbsence) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
+	if s.stale.Load() {
+		return &entry.RaceEntry{ElectionNumber: entry.NoElections}, nil
+	}
+	return s.RaceDecider.ReadCurrent(ctx)
+}
+
+// A candidate whose reads of no record began as stale ones, while the leader
+// went on extending unseen, and went on once the record was deleted for real
+// after an extension, must wait a whole term after a read that came after the
+// deletion: it counted the term from the first, stale, read of no record, and
+// was elected while the old leader's extended term still ran (found by the
+// simulation, seed 10070448).
+func TestDeletionAfterStaleReadsOfNoRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.NewDecider()
+		m := newMonitor(t) // checks no overlap and rising Terms
+		stopA := runCandidate(t, baseConfig(mem, "a", m, nil))
+		a := next(m)
+		sa := &staleAbsence{RaceDecider: mem}
+		cfg := baseConfig(sa, "b", m, nil)
+		cfg.PollInterval = 2 * time.Second
+		stopB := runCandidate(t, cfg)
+		synctest.Wait() // b has read a's record
+		sa.stale.Store(true)
+		// a extends every half term; delete the record just after its
+		// second extension, which b's stale reads never showed.
+		time.Sleep(term + term/20)
+		mem.Delete()
+		sa.stale.Store(false)
+		b := next(m)
+		if b.ID != "b" || b.Term <= a.Term {
+			t.Errorf("%s elected with term %d after a's %d", b.ID, b.Term, a.Term)
+		}
+		stopB()
+		stopA()
+	})
+}
+
 // slowWrites makes its n-th write (counting from 1) take delay(n), or hang
 // until its context ends when that is negative, as a request on a
 // connection dropped without a reset does; and, with flaky set, every other

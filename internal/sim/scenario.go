@@ -252,12 +252,13 @@ func (sc *Scenario) margin() time.Duration { return 40 * quietLatency }
 // which may be up to MaxClockSkew behind (so 2 x MaxClockSkew in virtual
 // time), plus jitter (twice: before the first write of a campaign and after
 // a wake-up) and a few store round trips. A candidate that notices a
-// deletion holds off a whole term from then, and may notice it only after
-// the faults stop: a poll interval and a read's backoff later.
+// deletion holds off a whole term from its last read of no record within a
+// term of the first (so up to two terms), and may notice it only after the
+// faults stop: a poll interval and a read's backoff later.
 func (sc *Scenario) RecoveryBound() time.Duration {
 	b := sc.Term + 2*sc.Skew + 2*sc.herdJitter() + sc.margin()
 	if slices.ContainsFunc(sc.Events, func(e FaultEvent) bool { return e.Kind == fDelete }) {
-		b += sc.pollInterval() + sc.Term/4
+		b += sc.Term + sc.pollInterval() + sc.Term/4
 	}
 	return b
 }
