@@ -139,7 +139,9 @@
 //
 // Liveness: once the faults stop, a live candidate must hold a valid
 // TimeView within Scenario.RecoveryBound (TermLength + 2 x MaxClockSkew, for
-// the offset between the two clocks, + herd jitter + store round trips) and
+// the offset between the two clocks, + herd jitter + store round trips; a
+// term, a poll interval and a read's backoff more in runs that delete the
+// record, which can hold a candidate off for two terms) and
 // keep it; a graceful stop of the leader must be taken over within
 // Scenario.HandoverBound and, when the poll interval allows it, before the
 // released term would have run out. Cost: in the quiet phase each candidate
