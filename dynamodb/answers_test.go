@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -25,6 +24,7 @@ import (
 
 	ledynamodb "github.com/racedecider/leaderelection/dynamodb"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/awscreds/awscredstest"
 	"github.com/racedecider/leaderelection/racedecidertest"
 )
 
@@ -516,26 +516,15 @@ func TestTLSFailureIsRefused(t *testing.T) {
 func TestExpiredToken(t *testing.T) {
 	// Which credentials are never renewed is awscreds.NeverRenewed's
 	// (tested there): one of each kind here.
-	refreshing := aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-		return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret", SessionToken: "token",
-			Source: "test", CanExpire: true, Expires: time.Now().Add(time.Hour)}, nil
-	}))
-	for _, tc := range []struct {
-		name    string
-		creds   aws.CredentialsProvider
-		refused string // what the refusal says, "" for an unknown outcome
-	}{
-		{"static", credentials.NewStaticCredentialsProvider("AKID", "secret", "token"), "static credentials"},
-		{"refreshing", refreshing, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range awscredstest.Kinds() {
+		t.Run(tc.Name, func(t *testing.T) {
 			cs := newCannedServer(t, canned{status: 400, code: "ExpiredTokenException"})
-			d, err := ledynamodb.NewDecider(newClientWith(t, cs.url, tc.creds), "elections", "key")
+			d, err := ledynamodb.NewDecider(newClientWith(t, cs.url, tc.Creds), "elections", "key")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tc.refused != "" {
-				racedecidertest.CheckRefuses(t, d, "dynamodb://elections/key", "session token has expired", tc.refused)
+			if tc.Refused != "" {
+				racedecidertest.CheckRefuses(t, d, "dynamodb://elections/key", "session token has expired", tc.Refused)
 				return
 			}
 			_, rerr := d.ReadCurrent(t.Context())

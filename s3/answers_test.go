@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/awscreds/awscredstest"
 	"github.com/racedecider/leaderelection/racedecidertest"
 	les3 "github.com/racedecider/leaderelection/s3"
 )
@@ -596,32 +597,21 @@ func TestTLSFailureIsRefused(t *testing.T) {
 func TestExpiredToken(t *testing.T) {
 	// Which credentials are never renewed is awscreds.NeverRenewed's
 	// (tested there): one of each kind here.
-	refreshing := aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-		return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret", SessionToken: "token",
-			Source: "test", CanExpire: true, Expires: time.Now().Add(time.Hour)}, nil
-	}))
-	for _, tc := range []struct {
-		name    string
-		creds   aws.CredentialsProvider
-		refused string // what the refusal says, "" for an unknown outcome
-	}{
-		{"static", credentials.NewStaticCredentialsProvider("AKID", "secret", "token"), "static credentials"},
-		{"refreshing", refreshing, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range awscredstest.Kinds() {
+		t.Run(tc.Name, func(t *testing.T) {
 			cs := newCannedServer(t, canned{status: 400, code: "ExpiredToken"})
 			d, err := les3.NewDecider(s3.New(s3.Options{
 				Region:       "us-east-1",
 				BaseEndpoint: aws.String(cs.url),
 				UsePathStyle: true,
-				Credentials:  tc.creds,
+				Credentials:  tc.Creds,
 				Retryer:      aws.NopRetryer{},
 			}), "bucket", "key")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tc.refused != "" {
-				racedecidertest.CheckRefuses(t, d, "s3://bucket/key", "session token has expired", tc.refused)
+			if tc.Refused != "" {
+				racedecidertest.CheckRefuses(t, d, "s3://bucket/key", "session token has expired", tc.Refused)
 				return
 			}
 			_, rerr := d.ReadCurrent(t.Context())
