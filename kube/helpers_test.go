@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -104,6 +105,18 @@ func newDecider(t testing.TB, cfg *rest.Config, name string) *kube.Decider {
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	return d
+}
+
+// writeFirst writes with d the first record of ours, started at t0 with a
+// minute's term, and returns it and its token.
+func writeFirst(t testing.TB, d *kube.Decider, t0 time.Time) (*entry.RaceEntry, entry.LeaderToken) {
+	t.Helper()
+	first := &entry.RaceEntry{ElectionNumber: t0.UnixMicro(), Term: t0.UnixMicro(), LeaderID: "ours", TermExpiry: t0.Add(time.Minute), WriteID: "w1"}
+	tok, err := d.WriteEntry(t.Context(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return first, tok
 }
 
 func deleteOptions() metav1.DeleteOptions { return metav1.DeleteOptions{} }

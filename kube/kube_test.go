@@ -201,14 +201,10 @@ func TestUnauthorizedAfterConflict(t *testing.T) {
 	name := freshLease()
 	d := newDecider(t, cfg, name)
 	t0 := time.Now()
-	first := &entry.RaceEntry{ElectionNumber: t0.UnixMicro(), Term: t0.UnixMicro(), LeaderID: "ours", TermExpiry: t0.Add(time.Minute), WriteID: "w1"}
-	tok, err := d.WriteEntry(t.Context(), first)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, tok := writeFirst(t, d, t0)
 	labelLease(t, admin, name, "labelled")
 	ext := &entry.RaceEntry{ElectionNumber: first.ElectionNumber + 1, Term: first.Term, LeaderID: "ours", TermExpiry: t0.Add(2 * time.Minute), WriteID: "w2", Token: tok}
-	_, err = d.WriteEntry(t.Context(), ext)
+	_, err := d.WriteEntry(t.Context(), ext)
 	if !expired.Load() {
 		t.Fatalf("the extension over a labelled Lease was not answered 409: %v", err)
 	}
@@ -442,11 +438,7 @@ func TestMetadataChangeIsNoLostRace(t *testing.T) {
 	leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
 	label := func(k string) { t.Helper(); labelLease(t, cfg, name, k) }
 	t0 := time.Now()
-	first := &entry.RaceEntry{ElectionNumber: t0.UnixMicro(), Term: t0.UnixMicro(), LeaderID: "ours", TermExpiry: t0.Add(time.Minute), WriteID: "w1"}
-	tok, err := d.WriteEntry(t.Context(), first)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, tok := writeFirst(t, d, t0)
 	label("labelled")
 	ext := &entry.RaceEntry{ElectionNumber: first.ElectionNumber + 1, Term: first.Term, LeaderID: "ours", TermExpiry: t0.Add(2 * time.Minute), WriteID: "w2", Token: tok}
 	tok2, err := d.WriteEntry(t.Context(), ext)
@@ -493,11 +485,7 @@ func TestMetadataChangeWithReadBetween(t *testing.T) {
 	d := newDecider(t, cfg, name)
 	leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
 	t0 := time.Now()
-	first := &entry.RaceEntry{ElectionNumber: t0.UnixMicro(), Term: t0.UnixMicro(), LeaderID: "ours", TermExpiry: t0.Add(time.Minute), WriteID: "w1"}
-	tok, err := d.WriteEntry(t.Context(), first)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, tok := writeFirst(t, d, t0)
 	l, err := leases.Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -539,11 +527,7 @@ func TestRecreatedLeaseIsAnotherRecord(t *testing.T) {
 			leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
 			d := newDecider(t, cfg, name)
 			t0 := time.Now()
-			first := &entry.RaceEntry{ElectionNumber: t0.UnixMicro(), Term: t0.UnixMicro(), LeaderID: "ours", TermExpiry: t0.Add(time.Minute), WriteID: "w1"}
-			tok, err := d.WriteEntry(t.Context(), first)
-			if err != nil {
-				t.Fatal(err)
-			}
+			first, tok := writeFirst(t, d, t0)
 			old, err := leases.Get(t.Context(), name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -611,11 +595,7 @@ func TestMetadataChangeOverTokenNotKept(t *testing.T) {
 	name := freshLease()
 	leases := clientset(t, cfg).CoordinationV1().Leases(namespace)
 	t0 := time.Now()
-	first := &entry.RaceEntry{ElectionNumber: t0.UnixMicro(), Term: t0.UnixMicro(), LeaderID: "ours", TermExpiry: t0.Add(time.Minute), WriteID: "w1"}
-	tok, err := newDecider(t, cfg, name).WriteEntry(t.Context(), first)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, tok := writeFirst(t, newDecider(t, cfg, name), t0)
 	check := func(what string, tok entry.LeaderToken, writeID string, labels ...string) {
 		t.Helper()
 		l, err := leases.Get(t.Context(), name, metav1.GetOptions{})
