@@ -482,6 +482,18 @@ const (
 //     also on its clock;
 //   - reread, stood down: a rival seen on the second read only says it drew
 //     earlier: no timing.
+//
+// At a start-up (d.cold), the rival's record alone bounds its draw from
+// above, listened or wrote: the first reads of a big herd queue at the
+// store, so its candidates open their windows up to several round trips
+// apart, and the news of the first write reaches them later than any round
+// trip they have timed. A rival that wrote before this candidate's window
+// opened drew early in a big herd, however late its news came; timed by the
+// news, it looked late, and half of 50 candidates started together on a
+// server short of cores learnt nothing at their start-up. Between hosts
+// whose clocks disagree by more than a round trip, a few candidates started
+// together can take their herd for a big one this way, which their first
+// hand-over corrects (see herd.sawRival).
 func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 	d := cd.draw
 	cd.draw = draw{}
@@ -532,9 +544,16 @@ func (cd *candidate) settle(rec, next *entry.RaceEntry, wrote, won bool) {
 			x -= rtt // it read again before writing
 			within = rtt
 		}
-		x = min(max(x, d.j-within), d.j)
+		if d.cold {
+			x = min(x, d.j) // no lower bound: see above
+		} else {
+			x = min(max(x, d.j-within), d.j)
+		}
 	case d.kind == drawListened:
 		x = cd.Clock.Now().Sub(d.start) - news
+		if d.cold {
+			x = min(x, cd.sendTime(next).Sub(d.start))
+		}
 	case d.cold && cd.waiter.n != nil:
 		// Reread at a start-up, stood down, by candidates started
 		// together on a store that pushes changes, whose channel was

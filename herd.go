@@ -29,7 +29,7 @@ import (
 //   - Candidates started together (their first read found the record free)
 //     take their first sample in full: nothing is known before it, and the
 //     first hand-overs of a big cold start should not each cost a crowd of
-//     writes. The next sample counts as much, and in full if it is nearer
+//     writes (its timing: candidate.settle). The next sample counts as much, and in full if it is nearer
 //     the floor than the first: a few candidates started together whose
 //     first writer drew early (one time in three for 3) learn it was a
 //     mistake at their first hand-over.

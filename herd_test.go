@@ -377,47 +377,40 @@ func TestHerdStartedApartLearnsOnANoisyStore(t *testing.T) {
 	}
 }
 
-// A herd of 50 on a server short of cores: each request, and each push of a
-// change to each listener, takes the server 100 µs in turn, so that the news
-// of a write reaches the herd over 5 ms, where a round trip with nothing
-// queued takes 0.6 ms (the benchmark's PostgreSQL with 50 listeners on 2
-// cores is like that). Timed by their fastest push, the candidates took
-// every herd's first writer for a late one, never learnt their herd and wrote
-// about 8 times a hand-over; timed by their typical push (see news), 4 to 4.6
-// from the fifth hand-over on. The candidates at the default's window still
-// learnt slowly (timing at that window is mostly noise here), and those that
-// lose six herds in a row now take their herd for a big one: 2.8 to 3.4. The
-// first hand-overs still cost up to 14 writes: the start-up teaches only
-// about half of the 50 (their first reads queue, which hides when the first
-// writer drew), and each candidate started in a leader's place loses six
-// herds before it yields to the newer ones.
+// A herd of 50 started together on a server short of cores: each request,
+// and each push of a change to each listener, takes the server 100 µs in turn,
+// so that the news of a write reaches the herd over 5 ms, where a round trip
+// with nothing queued takes 0.6 ms (the benchmark's PostgreSQL with 50
+// listeners on 2 cores is like that). Their first reads queue too, so that
+// they open their windows at the start-up up to 5 ms apart: timed by its
+// news, the start-up's first writer looked late to half of them, which
+// learnt nothing there, and the first five hand-overs cost up to 14 writes
+// (5 on average), until those lost six herds in a row (see herd.lost). Timed
+// by its record as well (see candidate.settle), it teaches all but a few, and
+// a hand-over takes 2.2 to 2.5 writes on average, the release included.
 func TestHerdOnABusyServer(t *testing.T) {
-	const seeds, reps, learning = 10, 10, 4
-	var writes, late, over int
+	const seeds, reps = 10, 10
+	var writes, over int
 	for seed := uint64(1); seed <= seeds; seed++ {
 		r := runHerdOn(t, func() *delayedStore {
 			st := newDelayedStore(250*time.Microsecond, true)
 			st.service = 100 * time.Microsecond
 			return st
 		}, 50, reps, false, seed, 0)
-		for i, w := range r.writes {
+		for _, w := range r.writes {
 			writes += w
-			if i >= learning {
-				late += w
-				if w > 3 {
-					over++
-				}
+			if w > 3 {
+				over++
 			}
 		}
 		if testing.Verbose() {
 			t.Logf("seed %d: at the default's window %v; %v", seed, r.atDefault, r)
 		}
 	}
-	n := seeds * (reps - learning)
-	lateMean := float64(late) / float64(n)
-	t.Logf("%.2f writes a hand-over on average; from hand-over %d on, %.2f, and %d of %d over 3",
-		float64(writes)/(seeds*reps), learning+1, lateMean, over, n)
-	if lateMean > 3.8 {
-		t.Errorf("from hand-over %d on, %.2f writes a hand-over on average (%d of %d over 3); want at most 3.8", learning+1, lateMean, over, n)
+	n := seeds * reps
+	mean := float64(writes) / float64(n)
+	t.Logf("%.2f writes a hand-over on average, and %d of %d over 3", mean, over, n)
+	if mean > 2.8 || over > n/6 {
+		t.Errorf("%.2f writes a hand-over on average, and %d of %d over 3; want at most 2.8, and %d", mean, over, n, n/6)
 	}
 }
