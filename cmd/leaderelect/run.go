@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -55,10 +56,10 @@ was paused or cut off from the store until then.)
 
 When COMMAND exits, leaderelect releases the term, so that another candidate
 takes over at once, and exits with COMMAND's status; with --restart it
-campaigns again instead and runs COMMAND again when elected (waiting 1s,
-doubling up to 1m, after a COMMAND that ran for less than a term), whatever
-its status. Only a COMMAND that cannot be started ends run with 126 or 127
-even with --restart.
+campaigns again instead and runs COMMAND again when elected (waiting 0.5s
+to 1s, doubling up to 1m, jittered, after a COMMAND that ran for less than a
+term), whatever its status. Only a COMMAND that cannot be started ends run
+with 126 or 127 even with --restart.
 
 SIGINT, SIGTERM, SIGHUP or SIGQUIT to leaderelect sends SIGTERM to COMMAND
 (a second signal sends SIGKILL), keeps the term extended while COMMAND
@@ -330,9 +331,10 @@ func (r *runner) run() outcome {
 		if exited.ran >= r.term {
 			backoff = time.Second
 		}
-		r.log.Info("campaigning again to restart the command", "after", backoff)
+		wait := restartDelay(backoff)
+		r.log.Info("campaigning again to restart the command", "after", wait)
 		select {
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		case <-r.stop:
 		}
 		backoff = min(2*backoff, time.Minute)
@@ -345,6 +347,14 @@ func (r *runner) run() outcome {
 		return outcome{code: 128 + int(syscall.SIGQUIT)}
 	}
 	return outcome{signal: r.signal}
+}
+
+// restartDelay is how long run --restart waits before campaigning again
+// after COMMAND exited: backoff less a random share of up to half of it, so
+// that processes whose commands failed together (a dependency down for all)
+// do not come back in step.
+func restartDelay(backoff time.Duration) time.Duration {
+	return backoff - mrand.N(backoff/2+1)
 }
 
 func (r *runner) handleSignals(sigs <-chan os.Signal, done <-chan struct{}) {
