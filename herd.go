@@ -29,10 +29,11 @@ import (
 //   - Candidates started together (their first read found the record free)
 //     take their first sample in full: nothing is known before it, and the
 //     first hand-overs of a big cold start should not each cost a crowd of
-//     writes (its timing: candidate.settle). The next sample counts as much, and in full if it is nearer
-//     the floor than the first: a few candidates started together whose
-//     first writer drew early (one time in three for 3) learn it was a
-//     mistake at their first hand-over.
+//     writes (how its first writer is timed: candidate.settle). The next
+//     sample counts as much, and in full if it is nearer the floor than the
+//     first: a few candidates started together whose first writer drew
+//     early (one time in three for 3) learn it was a mistake at their first
+//     hand-over.
 //   - Otherwise a sample moves the estimate a quarter of the way to what it
 //     shows (in logarithms), except that a candidate whose herd is not wide
 //     (see below) raises it only when two hand-overs in a row had their
