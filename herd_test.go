@@ -165,14 +165,26 @@ func TestHerdOfFiftyElectsWithFewWrites(t *testing.T) {
 // in all but a few. Timed by the round trip, they took the first writer for a
 // late one, never learnt their herd, and wrote 7 times a hand-over.
 func TestHerdOnSlowPushes(t *testing.T) {
-	const seeds, reps = 20, 10
-	var over, writes int
+	mean, over, n := herdOfFiftyWrites(t, 20, func() *delayedStore {
+		st := newDelayedStore(herdLeg, true)
+		st.pushLegs = 2
+		return st
+	})
+	if over > n/50 || mean > 2.2 {
+		t.Errorf("%d of %d hand-overs took more than 3 writes (%.2f on average); want at most %d, and 2.2 on average", over, n, mean, n/50)
+	}
+}
+
+// herdOfFiftyWrites runs 10 hand-overs among 50 candidates started together
+// on each of seeds stores that newStore makes, and returns the writes a
+// hand-over took on average (the release included), how many hand-overs
+// took more than 3, and how many there were.
+func herdOfFiftyWrites(t *testing.T, seeds uint64, newStore func() *delayedStore) (mean float64, over, n int) {
+	t.Helper()
+	const reps = 10
+	writes := 0
 	for seed := uint64(1); seed <= seeds; seed++ {
-		r := runHerdOn(t, func() *delayedStore {
-			st := newDelayedStore(herdLeg, true)
-			st.pushLegs = 2
-			return st
-		}, 50, reps, false, seed, 0)
+		r := runHerdOn(t, newStore, 50, reps, false, seed, 0)
 		for _, w := range r.writes {
 			writes += w
 			if w > 3 {
@@ -180,14 +192,13 @@ func TestHerdOnSlowPushes(t *testing.T) {
 			}
 		}
 		if testing.Verbose() {
-			t.Logf("seed %d: %v", seed, r)
+			t.Logf("seed %d: at the default's window %v; %v", seed, r.atDefault, r)
 		}
 	}
-	mean := float64(writes) / (seeds * reps)
-	t.Logf("%d of %d hand-overs took more than 3 writes; %.2f writes on average", over, seeds*reps, mean)
-	if over > seeds*reps/50 || mean > 2.2 {
-		t.Errorf("%d of %d hand-overs took more than 3 writes (%.2f on average); want at most %d, and 2.2 on average", over, seeds*reps, mean, seeds*reps/50)
-	}
+	n = int(seeds) * reps
+	mean = float64(writes) / float64(n)
+	t.Logf("%.2f writes a hand-over on average, and %d of %d over 3", mean, over, n)
+	return mean, over, n
 }
 
 // Among three candidates (two waiting at each hand-over) the window stays the
@@ -390,27 +401,11 @@ func TestHerdStartedApartLearnsOnANoisyStore(t *testing.T) {
 // a hand-over takes 2.1 to 2.4 writes on average, the release included,
 // and up to 10 of 100 take more than 3.
 func TestHerdOnABusyServer(t *testing.T) {
-	const seeds, reps = 10, 10
-	var writes, over int
-	for seed := uint64(1); seed <= seeds; seed++ {
-		r := runHerdOn(t, func() *delayedStore {
-			st := newDelayedStore(250*time.Microsecond, true)
-			st.service = 100 * time.Microsecond
-			return st
-		}, 50, reps, false, seed, 0)
-		for _, w := range r.writes {
-			writes += w
-			if w > 3 {
-				over++
-			}
-		}
-		if testing.Verbose() {
-			t.Logf("seed %d: at the default's window %v; %v", seed, r.atDefault, r)
-		}
-	}
-	n := seeds * reps
-	mean := float64(writes) / float64(n)
-	t.Logf("%.2f writes a hand-over on average, and %d of %d over 3", mean, over, n)
+	mean, over, n := herdOfFiftyWrites(t, 10, func() *delayedStore {
+		st := newDelayedStore(250*time.Microsecond, true)
+		st.service = 100 * time.Microsecond
+		return st
+	})
 	if mean > 2.8 || over > n/6 {
 		t.Errorf("%.2f writes a hand-over on average, and %d of %d over 3; want at most 2.8, and %d", mean, over, n, n/6)
 	}
