@@ -10,6 +10,8 @@ import (
 
 	"github.com/racedecider/leaderelection/entry"
 	"github.com/racedecider/leaderelection/internal/hooks"
+
+	"github.com/racedecider/leaderelection/internal/backoff"
 )
 
 // Acquire campaigns for leadership until ctx ends, then returns ctx's error.
@@ -156,7 +158,7 @@ type candidate struct {
 	sentAt  time.Time
 	// retry spaces out acquisition attempts that failed without a result;
 	// tenures spaces out tenures that OnElected ended early.
-	retry, tenures backoff
+	retry, tenures backoff.Backoff
 	// spacing is the store's least time between writes to the record
 	// (WriteSpacer), 0 if it has none; version is the newest version of the
 	// record this candidate knows of, and versionAt when it learnt of it
@@ -271,7 +273,7 @@ func (cd *candidate) campaign(ctx context.Context) error {
 		case err != nil:
 			return err
 		case won:
-			cd.retry.reset()
+			cd.retry.Reset()
 			if next, err = cd.leadAndPause(ctx, next); err != nil {
 				return err
 			}
@@ -279,7 +281,7 @@ func (cd *candidate) campaign(ctx context.Context) error {
 		if !won && next.Token.SameVersion(rec.Token) {
 			// Not applied and nothing changed (an unknown outcome that
 			// did not land, throttling): try again, but not at once.
-			if !cd.Clock.SleepFor(ctx, max(cd.retry.next(), cd.spacing)) {
+			if !cd.Clock.SleepFor(ctx, max(cd.retry.Next(), cd.spacing)) {
 				return ctx.Err()
 			}
 			if next, err = cd.read(ctx); err != nil {
@@ -295,10 +297,10 @@ func (cd *candidate) campaign(ctx context.Context) error {
 func (cd *candidate) leadAndPause(ctx context.Context, rec *entry.RaceEntry) (*entry.RaceEntry, error) {
 	next, early, err := cd.lead(ctx, rec)
 	if err != nil || !early {
-		cd.tenures.reset()
+		cd.tenures.Reset()
 		return next, err
 	}
-	pause := cd.tenures.next()
+	pause := cd.tenures.Next()
 	cd.log.Info("OnElected returned while the term was held; pausing before campaigning again", "pause", pause)
 	cd.obs.send(Event{Kind: EventPaused, LeaderID: cd.LeaderID, Expiry: cd.Clock.Now().Add(pause)})
 	if !cd.Clock.SleepFor(ctx, pause) {

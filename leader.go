@@ -236,7 +236,7 @@ func (cd *candidate) extend(ctx context.Context, cur *entry.RaceEntry, tv *TimeV
 			return stored, false, nil
 		}
 		// Not applied, and the record is still ours to extend.
-		if !cd.Clock.SleepFor(ctx, max(b.next(), cd.spacing)) {
+		if !cd.Clock.SleepFor(ctx, max(b.Next(), cd.spacing)) {
 			return nil, false, nil
 		}
 	}
@@ -277,7 +277,7 @@ func (cd *candidate) release(ctx context.Context, cur *entry.RaceEntry) *entry.R
 		default:
 			return stored
 		}
-		if !cd.Clock.SleepFor(rctx, max(b.next(), cd.spacing)) {
+		if !cd.Clock.SleepFor(rctx, max(b.Next(), cd.spacing)) {
 			return nil
 		}
 	}

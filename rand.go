@@ -6,6 +6,8 @@ import (
 	mrand "math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/racedecider/leaderelection/internal/backoff"
 )
 
 // rng makes the engine's random choices. A nil *rng uses the process-wide
@@ -61,31 +63,8 @@ func (g *rng) writeID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// backoff spaces out retries of a failing store: exponential with full
-// jitter, so that candidates that failed together do not retry together.
-// Every loop that talks to a store waits on one.
-type backoff struct {
-	min, max, cur time.Duration
-	rng           *rng
+// newBackoff is the backoff every loop that talks to a store waits on (see
+// internal/backoff), drawing from r so that a simulated run replays.
+func newBackoff(r *rng, min, max time.Duration) backoff.Backoff {
+	return backoff.Backoff{Min: min, Max: max, Jitter: r.jitter}
 }
-
-func newBackoff(r *rng, min, max time.Duration) backoff {
-	if max < min {
-		max = min
-	}
-	return backoff{min: min, max: max, rng: r}
-}
-
-// next returns the wait before the next retry: half the current step plus a
-// random part of the other half, the step doubling up to max.
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur/2 + b.rng.jitter(b.cur/2)
-}
-
-// reset starts the next failure from min again.
-func (b *backoff) reset() { b.cur = 0 }

@@ -109,7 +109,7 @@ func readRetrying(ctx context.Context, clock clocks.Clock, r *rng, rtt *latencie
 		if stop := onErr(err); stop != nil {
 			return nil, stop
 		}
-		if !clock.SleepFor(ctx, b.next()) {
+		if !clock.SleepFor(ctx, b.Next()) {
 			return nil, ctx.Err()
 		}
 	}

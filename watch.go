@@ -311,7 +311,7 @@ const absenceReads = 3
 func (w *WatchConfig) confirmAbsence(ctx context.Context, h *hook, r *rng, absent *entry.RaceEntry) (*entry.RaceEntry, error) {
 	b := newBackoff(r, w.PollInterval/16, w.PollInterval/4)
 	for range absenceReads - 1 {
-		if !w.Clock.SleepFor(ctx, b.next()) {
+		if !w.Clock.SleepFor(ctx, b.Next()) {
 			return nil, ctx.Err()
 		}
 		rec, _, err := w.read(ctx, h, r)

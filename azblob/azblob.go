@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/url"
 	"path"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/backoff"
 	"github.com/racedecider/leaderelection/internal/tlsfail"
 )
 
@@ -227,7 +227,8 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	resp, err := d.blob.DownloadStream(policy.WithRetryOptions(opCtx, noRetries), nil)
 	if err != nil && opCtx.Err() == nil {
 		if o := classify(err, opRead); o == outcomeUnknown || o == outcomeThrottled {
-			if sleepJittered(opCtx, initialBackoff) {
+			b := backoff.Backoff{Min: initialBackoff}
+			if sleep(opCtx, b.Next()) {
 				resp, err = d.blob.DownloadStream(opCtx, nil)
 			}
 		}
@@ -317,7 +318,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	defer cancel()
 	callCtx := policy.WithRetryOptions(opCtx, noRetries)
 	var unsure error // the first failed attempt that may have been applied
-	pause := initialBackoff
+	b := backoff.Backoff{Min: initialBackoff, Max: maxBackoff}
 	for attempt := 1; ; attempt++ {
 		resp, err := d.blob.Upload(callCtx, streaming.NopCloser(bytes.NewReader(body)), opts)
 		if err == nil && (resp.RequestID == nil || *resp.RequestID == "") {
@@ -362,18 +363,15 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		if unsure == nil && !neverSent(err) {
 			unsure = err
 		}
-		if !sleepJittered(opCtx, pause) {
+		if !sleep(opCtx, b.Next()) {
 			return entry.LeaderToken{}, d.fail(ctx, opCtx, what+", after "+strconv.Itoa(attempt)+" attempts", outcomeUnknown, err)
 		}
-		pause = min(2*pause, maxBackoff)
 	}
 }
 
-// sleepJittered waits a time drawn from [pause/2, pause], and reports
-// whether it did so before ctx ended. Jitter keeps a crowd of retrying
-// candidates from arriving together.
-func sleepJittered(ctx context.Context, pause time.Duration) bool {
-	t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+// sleep waits d, and reports whether it did so before ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
@@ -12,15 +11,15 @@ import (
 	clocks "github.com/vimeo/go-clocks"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/backoff"
 )
 
-// Lock polling: the first retry comes after about minLockWait, and the wait
-// doubles up to maxLockWait. A lock is held only for a read, a small write
-// and an fsync, so waits are short; polling keeps every wait cancellable.
-const (
-	minLockWait = 500 * time.Microsecond
-	maxLockWait = 20 * time.Millisecond
-)
+// lockBackoff paces the polling of a lock: the first retry comes after 250
+// to 500 us, and the wait doubles up to 20 ms, jittered so that processes
+// polling together do not keep colliding. A lock is held only for a read, a
+// small write and an fsync, so waits are short; polling keeps every wait
+// cancellable.
+var lockBackoff = backoff.Backoff{Min: 500 * time.Microsecond, Max: 20 * time.Millisecond}
 
 // heldHere records the lock files a Decider of this process holds, so that
 // Deciders on the same file in one process exclude each other whatever the
@@ -46,18 +45,10 @@ func unlockHere(path string) {
 	delete(heldHere.m, path)
 }
 
-// lockWaiter paces the polling of a lock.
-type lockWaiter struct{ cur time.Duration }
-
-// wait sleeps before the next attempt, or returns ctx's error.
-func (w *lockWaiter) wait(ctx context.Context) error {
-	if w.cur == 0 {
-		w.cur = minLockWait
-	} else {
-		w.cur = min(2*w.cur, maxLockWait)
-	}
-	// Jitter, so that processes polling together do not keep colliding.
-	if !clocks.DefaultClock().SleepFor(ctx, w.cur/2+rand.N(w.cur/2+1)) {
+// waitLock sleeps b's next wait before another attempt at a lock, or
+// returns ctx's error.
+func waitLock(ctx context.Context, b *backoff.Backoff) error {
+	if !clocks.DefaultClock().SleepFor(ctx, b.Next()) {
 		return ctx.Err()
 	}
 	return nil
@@ -66,9 +57,9 @@ func (w *lockWaiter) wait(ctx context.Context) error {
 // lock takes the in-process lock and then the file lock on d.lockPath,
 // waiting until ctx ends, and returns the function that releases both.
 func (d *Decider) lock(ctx context.Context) (unlock func(), err error) {
-	var w lockWaiter
+	w := lockBackoff
 	for !tryLockHere(d.lockPath) {
-		if err := w.wait(ctx); err != nil {
+		if err := waitLock(ctx, &w); err != nil {
 			return nil, err
 		}
 	}
@@ -97,7 +88,7 @@ func (d *Decider) lock(ctx context.Context) (unlock func(), err error) {
 // record's lock file, or have a writer create and lock any file. Opening
 // with O_NOFOLLOW refuses it where the platform has the flag; the Lstat once
 // locked catches it where open followed it anyway, or it was planted since.
-func lockFile(ctx context.Context, path string, w *lockWaiter) (*os.File, error) {
+func lockFile(ctx context.Context, path string, w *backoff.Backoff) (*os.File, error) {
 	for {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|openNoFollow, 0o666)
 		if err != nil {
@@ -117,7 +108,7 @@ func lockFile(ctx context.Context, path string, w *lockWaiter) (*os.File, error)
 			if locked {
 				break
 			}
-			if err := w.wait(ctx); err != nil {
+			if err := waitLock(ctx, w); err != nil {
 				f.Close()
 				return nil, err
 			}

@@ -18,7 +18,7 @@ import (
 // checks the descriptor's access mode.
 func TestLockFileOpenForWriting(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "record.lock")
-	var w lockWaiter
+	w := lockBackoff
 	for _, what := range []string{"creating", "existing"} {
 		f, err := lockFile(t.Context(), path, &w)
 		if err != nil {

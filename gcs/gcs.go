@@ -108,7 +108,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -120,6 +119,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/backoff"
 )
 
 // ContentType is the Content-Type of every record object.
@@ -245,8 +245,10 @@ func NewDecider(client *storage.Client, bucket, object string, opts ...Option) (
 	}
 	// Each Object call clones the client's retry settings, so the two
 	// handles below change only their own.
-	backoff := gax.Backoff{Initial: initialBackoff, Max: maxBackoff, Multiplier: 2}
-	retry := []storage.RetryOption{storage.WithBackoff(backoff), storage.WithMaxAttempts(maxAttempts)}
+	retry := []storage.RetryOption{
+		storage.WithBackoff(gax.Backoff{Initial: initialBackoff, Max: maxBackoff, Multiplier: 2}),
+		storage.WithMaxAttempts(maxAttempts),
+	}
 	return &Decider{
 		name:   "gs://" + bucket + "/" + object,
 		reader: client.Bucket(bucket).Object(object).Retryer(retry...),
@@ -394,7 +396,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 	obj := d.writer.If(cond)
 
 	var unsure error // the first failed attempt that may have been applied
-	pause := initialBackoff
+	b := backoff.Backoff{Min: initialBackoff, Max: maxBackoff}
 	for attempt := 1; ; attempt++ {
 		attrs, err := d.upload(ctx, obj, body)
 		if err == nil && (attrs == nil || attrs.Generation <= 0) {
@@ -428,9 +430,7 @@ func (d *Decider) WriteEntry(ctx context.Context, rentry *entry.RaceEntry) (entr
 		}
 		// Jitter keeps a crowd of retrying candidates from arriving
 		// together.
-		wait := pause/2 + rand.N(pause/2+1)
-		pause = min(2*pause, maxBackoff)
-		t := time.NewTimer(wait)
+		t := time.NewTimer(b.Next())
 		select {
 		case <-t.C:
 		case <-ctx.Done():

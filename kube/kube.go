@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/backoff"
 )
 
 var (
@@ -35,7 +36,7 @@ type Decider struct {
 	namespace string
 	lease     string
 	name      string // "k8s://NAMESPACE/NAME", for errors and String
-	backoff   backoffConfig
+	backoff   backoff.Backoff
 	timing    watchTiming
 
 	// sent counts the requests sent to the API server; unauthorized is

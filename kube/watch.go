@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/backoff"
 )
 
 // Timing of the watch. A watch that the server or a network ends is
@@ -72,26 +73,10 @@ var defaultWatchTiming = watchTiming{
 	grace:      2 * time.Second,
 }
 
-// backoffConfig spaces out attempts to re-establish the watch: the first
-// pause is drawn from [min/2, min], each later one from a range twice as
-// large, up to max. A watch that stays up resets it.
-type backoffConfig struct{ min, max time.Duration }
-
-var defaultBackoff = backoffConfig{min: 100 * time.Millisecond, max: 10 * time.Second}
-
-type backoff struct {
-	backoffConfig
-	cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur/2 + rand.N(b.cur/2+1)
-}
+// defaultBackoff spaces out attempts to re-establish the watch: the first
+// pause is drawn from [50 ms, 100 ms], each later one from a range twice as
+// large, up to 10 s. A watch that stays up resets it.
+var defaultBackoff = backoff.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
 
 // WaitForChange implements leaderelection.ChangeNotifier. It blocks until
 // the Lease is no longer at token's resourceVersion, then returns its record
@@ -375,7 +360,7 @@ var errGone = errors.New("resourceVersion too old (410 Gone)")
 
 func (w *watcher) run() {
 	defer close(w.done)
-	b := backoff{backoffConfig: w.d.backoff}
+	b := w.d.backoff
 	// ranWell: the last watch lived minWatch or more, and ended without
 	// an error; the one after it reopens from where it was.
 	rv, list, ranWell := "", true, false
@@ -398,7 +383,7 @@ func (w *watcher) run() {
 				// once, unless it keeps happening.
 				list = true
 				if lived >= minWatch || reopened {
-					b.cur = 0
+					b.Reset()
 					w.setState(reconnecting, nil)
 					continue
 				}
@@ -406,7 +391,7 @@ func (w *watcher) run() {
 				// Ended by a timeout (the server's or the watcher's
 				// own), silence or a broken connection after a good
 				// run: re-watch from where it was, at once.
-				b.cur = 0
+				b.Reset()
 				w.setState(reconnecting, nil)
 				continue
 			case err == nil:
@@ -417,7 +402,7 @@ func (w *watcher) run() {
 			return
 		}
 		w.setState(down, err)
-		t := time.NewTimer(b.next())
+		t := time.NewTimer(b.Next())
 		select {
 		case <-w.ctx.Done():
 			t.Stop()

@@ -17,6 +17,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/backoff"
 	"github.com/racedecider/leaderelection/internal/hooks"
 )
 
@@ -246,7 +247,7 @@ func (r *electionResolver) Close() {
 // reports nothing until somebody is elected, but a client must learn that
 // nobody is, rather than keep the error of a failed first read), then once
 // per ResolveNow request, no more often than resolveSpacer.
-func (r *electionResolver) refresh(ctx context.Context, b backoff) {
+func (r *electionResolver) refresh(ctx context.Context, b backoff.Backoff) {
 	// The watcher retries and reports its own failures; these only matter
 	// while the client knows nothing yet.
 	if !r.readUntilAnswered(ctx, &b, r.readFailed, true) {
@@ -281,7 +282,7 @@ func (r *electionResolver) refresh(ctx context.Context, b backoff) {
 // created late) and a resolver cannot end its client: so the refusal is
 // reported, the record is read at capped, jittered, growing intervals until
 // the store answers, and the watcher starts again.
-func (r *electionResolver) follow(ctx context.Context, b backoff, cfg leaderelection.WatchConfig, onError func(context.Context, error)) {
+func (r *electionResolver) follow(ctx context.Context, b backoff.Backoff, cfg leaderelection.WatchConfig, onError func(context.Context, error)) {
 	for {
 		began := r.clock.Now()
 		err := cfg.Watch(ctx, func(_ context.Context, c leaderelection.Change) {
@@ -290,8 +291,8 @@ func (r *electionResolver) follow(ctx context.Context, b backoff, cfg leaderelec
 		if ctx.Err() != nil {
 			return
 		}
-		if r.clock.Now().Sub(began) >= b.max {
-			b.reset() // the store answered for a while: a new failure
+		if r.clock.Now().Sub(began) >= b.Max {
+			b.Reset() // the store answered for a while: a new failure
 		}
 		stop := func(err error) {
 			err = fmt.Errorf("legrpc: election %q: the watcher stopped; reading again with backoff: %w", r.name, err)
@@ -306,7 +307,7 @@ func (r *electionResolver) follow(ctx context.Context, b backoff, cfg leaderelec
 			}
 		}
 		stop(err)
-		if !r.clock.SleepFor(ctx, b.next()) || !r.readUntilAnswered(ctx, &b, stop, false) {
+		if !r.clock.SleepFor(ctx, b.Next()) || !r.readUntilAnswered(ctx, &b, stop, false) {
 			return
 		}
 	}
@@ -318,7 +319,7 @@ func (r *electionResolver) follow(ctx context.Context, b backoff, cfg leaderelec
 // another read is answered while no record is known (see
 // electionResolver.wake), or is skipped if one was while the failed read was
 // in flight. It returns false if ctx ended first.
-func (r *electionResolver) readUntilAnswered(ctx context.Context, b *backoff, failed func(error), early bool) bool {
+func (r *electionResolver) readUntilAnswered(ctx context.Context, b *backoff.Backoff, failed func(error), early bool) bool {
 	for {
 		seen := r.answered()
 		rctx, cancel := r.clock.ContextWithTimeout(ctx, r.readTimeout)
@@ -341,7 +342,7 @@ func (r *electionResolver) readUntilAnswered(ctx context.Context, b *backoff, fa
 		if early {
 			wait, stop = r.untilAnswered(ctx, seen)
 		}
-		d := b.next()
+		d := b.Next()
 		slept := wait.Err() == nil && r.clock.SleepFor(wait, d)
 		stop()
 		if !slept && ctx.Err() != nil {
@@ -404,40 +405,20 @@ const stoppedMark = "\x00stopped"
 // and then the client follows the election again within a minute.
 const retryCap = time.Minute
 
-// backoff spaces out the resolver's retries: exponential from min up to max,
-// with full jitter, so that clients refused together do not read together.
-// One goroutine uses it.
-type backoff struct {
-	min, max, cur time.Duration
-	// rand, if set, makes the draws (the simulation's seeded source, see
-	// hooks.ResolverContext); else the process-wide source.
-	rand *rand.Rand
-}
-
-// newBackoff starts at the poll interval: no sooner than the watcher reads.
-// Under a seeded source (hooks.WithRand in the Builder's base context) each
-// backoff gets a source of its own drawn from it (before the watcher starts,
-// which draws from it too), so that a simulated run replays whatever order
-// the resolver's goroutines draw in.
-func (r *electionResolver) newBackoff(base context.Context) backoff {
-	b := backoff{min: r.poll, max: max(r.poll, retryCap)}
+// newBackoff spaces out the resolver's retries, so that clients refused
+// together do not read together. It starts at the poll interval: no sooner
+// than the watcher reads. Under a seeded source (hooks.WithRand in the
+// Builder's base context) each backoff gets a source of its own drawn from it
+// (before the watcher starts, which draws from it too), so that a simulated
+// run replays whatever order the resolver's goroutines draw in.
+func (r *electionResolver) newBackoff(base context.Context) backoff.Backoff {
+	b := backoff.Backoff{Min: r.poll, Max: max(r.poll, retryCap)}
 	if src := hooks.Rand(base); src != nil {
-		b.rand = rand.New(rand.NewPCG(src.Uint64(), src.Uint64()))
+		rnd := rand.New(rand.NewPCG(src.Uint64(), src.Uint64()))
+		b.Jitter = func(d time.Duration) time.Duration { return time.Duration(rnd.Int64N(int64(d) + 1)) }
 	}
 	return b
 }
-
-// next returns the wait before the next retry: half the current step plus a
-// random part of the other half, the step doubling up to max.
-func (b *backoff) next() time.Duration {
-	b.cur = min(max(2*b.cur, b.min), b.max)
-	if b.rand != nil {
-		return b.cur/2 + time.Duration(b.rand.Int64N(int64(b.cur/2+1)))
-	}
-	return b.cur/2 + rand.N(b.cur/2+1)
-}
-
-func (b *backoff) reset() { b.cur = 0 }
 
 // watched merges a change the watcher reports. The change may be one the
 // resolver has already learnt from a read of its own.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/racedecider/leaderelection/internal/backoff"
 )
 
 // ErrorClass exposes errorClass to the tests.
@@ -16,7 +18,7 @@ func ChannelName(d *Decider) string { return d.channel }
 
 // WithReconnectBackoff sets the listener's reconnection backoff.
 func WithReconnectBackoff(min, max time.Duration) Option {
-	return func(d *Decider) { d.backoff = backoffConfig{min: min, max: max} }
+	return func(d *Decider) { d.backoff = backoff.Backoff{Min: min, Max: max} }
 }
 
 // ListenerPID returns the server process id of d's listener connection, or

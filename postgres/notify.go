@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/backoff"
 )
 
 // The listener checks an idle connection every pingInterval, so that a
@@ -27,26 +27,11 @@ const (
 	pingTimeout  = 5 * time.Second
 )
 
-// backoffConfig spaces out reconnections of the listener: the first pause
-// is drawn from [min/2, min], each later one from a range twice as large,
-// up to max. A connection that stayed up for max resets it.
-type backoffConfig struct{ min, max time.Duration }
-
-var defaultBackoff = backoffConfig{min: 200 * time.Millisecond, max: 15 * time.Second}
-
-type backoff struct {
-	backoffConfig
-	cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur/2 + rand.N(b.cur/2+1)
-}
+// defaultBackoff spaces out the listener's reconnections and its reads after
+// a failed one: the first pause is drawn from [100 ms, 200 ms], each later
+// one from a range twice as large, up to 15 s. A connection that stayed up for
+// the 15 s resets it.
+var defaultBackoff = backoff.Backoff{Min: 200 * time.Millisecond, Max: 15 * time.Second}
 
 // WaitForChange implements leaderelection.ChangeNotifier. It blocks until
 // the row's version is no longer token's, then returns the record as
@@ -263,7 +248,7 @@ func (l *listener) askLocked() {
 // the listener stops.
 func (l *listener) reads() {
 	defer close(l.readerDone)
-	b := backoff{backoffConfig: l.d.backoff}
+	b := l.d.backoff
 	for {
 		select {
 		case <-l.ctx.Done():
@@ -283,10 +268,10 @@ func (l *listener) reads() {
 			l.wakeLocked()
 			l.mu.Unlock()
 			if err == nil {
-				b.cur = 0
+				b.Reset()
 				continue
 			}
-			l.pause(b.next())
+			l.pause(b.Next())
 		}
 	}
 }
@@ -403,7 +388,7 @@ func (l *listener) stop() {
 
 func (l *listener) run() {
 	defer close(l.done)
-	b := backoff{backoffConfig: l.d.backoff}
+	b := l.d.backoff
 	for {
 		conn, err := l.connect()
 		if err == nil {
@@ -413,8 +398,8 @@ func (l *listener) run() {
 			closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 			conn.Close(closeCtx)
 			cancel()
-			if time.Since(up) >= b.max {
-				b.cur = 0
+			if time.Since(up) >= b.Max {
+				b.Reset()
 			}
 		}
 		if l.ctx.Err() != nil {
@@ -424,7 +409,7 @@ func (l *listener) run() {
 		// Back off after a broken connection too, not only after a failed
 		// attempt: a server that accepts and then drops every connection
 		// must not turn the listener into a reconnect storm.
-		if !l.pause(b.next()) {
+		if !l.pause(b.Next()) {
 			return
 		}
 	}

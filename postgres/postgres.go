@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/puddle/v2"
 
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/backoff"
 )
 
 // DefaultTimeout bounds each ReadCurrent and WriteEntry call, waiting for a
@@ -48,7 +49,7 @@ type Decider struct {
 	name     string // for errors: postgres table "t" row "election" on host:port/db
 	channel  string
 	timeout  time.Duration
-	backoff  backoffConfig
+	backoff  backoff.Backoff
 
 	readSQL, createSQL, replaceSQL string
 

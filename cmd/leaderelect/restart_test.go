@@ -5,20 +5,25 @@ import (
 	"time"
 )
 
-// The wait before campaigning again is drawn from the upper half of the
-// backoff, so that processes whose commands exited together spread out.
-func TestRestartDelayIsJittered(t *testing.T) {
-	for _, b := range []time.Duration{time.Second, time.Minute} {
-		seen := map[time.Duration]bool{}
-		for range 100 {
-			d := restartDelay(b)
-			if d < b/2 || d > b {
-				t.Fatalf("restartDelay(%v) = %v, want within [%v, %v]", b, d, b/2, b)
+// The waits before campaigning again are the ones the usage text and the
+// README give (0.5 to 1 s, doubling up to a minute), jittered so that processes whose commands
+// exited together spread out.
+func TestRestartWaitsAsDocumented(t *testing.T) {
+	firsts := map[time.Duration]bool{}
+	for range 100 {
+		b := restartBackoff
+		for i := range 8 {
+			step := min(time.Second<<i, time.Minute)
+			d := b.Next()
+			if d < step/2 || d > step {
+				t.Fatalf("wait %d before campaigning again = %v, want within [%v, %v]", i+1, d, step/2, step)
 			}
-			seen[d] = true
+			if i == 0 {
+				firsts[d] = true
+			}
 		}
-		if len(seen) < 50 {
-			t.Errorf("restartDelay(%v) gave %d distinct waits in 100 draws, want them spread", b, len(seen))
-		}
+	}
+	if len(firsts) < 50 {
+		t.Errorf("100 first waits took %d distinct values, want them spread", len(firsts))
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,6 +21,7 @@ import (
 
 	leaderelection "github.com/racedecider/leaderelection"
 	"github.com/racedecider/leaderelection/entry"
+	"github.com/racedecider/leaderelection/internal/backoff"
 	"github.com/racedecider/leaderelection/internal/redact"
 	"github.com/racedecider/leaderelection/memory"
 )
@@ -275,7 +275,7 @@ func (r *runner) run() outcome {
 	defer close(done)
 	go r.handleSignals(sigs, done)
 
-	backoff := time.Second
+	wait := restartBackoff
 	for {
 		ctx, cancel := context.WithCancel(context.Background())
 		r.mu.Lock()
@@ -329,15 +329,14 @@ func (r *runner) run() outcome {
 			return outcome{code: exited.code}
 		}
 		if exited.ran >= r.term {
-			backoff = time.Second
+			wait.Reset()
 		}
-		wait := restartDelay(backoff)
-		r.log.Info("campaigning again to restart the command", "after", wait)
+		pause := wait.Next()
+		r.log.Info("campaigning again to restart the command", "after", pause)
 		select {
-		case <-time.After(wait):
+		case <-time.After(pause):
 		case <-r.stop:
 		}
-		backoff = min(2*backoff, time.Minute)
 	}
 	r.log.Info("stopped", "signal", r.signal.String())
 	if r.signal == syscall.SIGQUIT {
@@ -349,13 +348,11 @@ func (r *runner) run() outcome {
 	return outcome{signal: r.signal}
 }
 
-// restartDelay is how long run --restart waits before campaigning again
-// after COMMAND exited: backoff less a random share of up to half of it, so
-// that processes whose commands failed together (a dependency down for all)
-// do not come back in step.
-func restartDelay(backoff time.Duration) time.Duration {
-	return backoff - mrand.N(backoff/2+1)
-}
+// restartBackoff spaces out run --restart's campaigns after COMMAND exited:
+// 0.5 to 1 s, doubling up to a minute, and back to the start after a COMMAND
+// that ran for a term or more. The jitter keeps processes whose commands
+// failed together (a dependency down for all) from coming back in step.
+var restartBackoff = backoff.Backoff{Min: time.Second, Max: time.Minute}
 
 func (r *runner) handleSignals(sigs <-chan os.Signal, done <-chan struct{}) {
 	for {
