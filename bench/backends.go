@@ -85,7 +85,10 @@ type backend struct {
 	rtt  *rttLog
 	// newStore returns a RaceDecider on a new, empty election object.
 	newStore func(ctx context.Context) (leaderelection.RaceDecider, error)
-	close    func()
+	// newPeer, if set, returns another Decider on the election of one
+	// newStore returned, as another process would open it (-peers).
+	newPeer func(of leaderelection.RaceDecider) (leaderelection.RaceDecider, error)
+	close   func()
 	// seq numbers the election objects of a server backend.
 	seq atomic.Int64
 	// shape, if set, makes the Shaper that stands between the store's

@@ -43,6 +43,7 @@ type settings struct {
 	parallel                    int
 	quick                       bool
 	legacy                      bool // -legacy: each backend also on the old schedule
+	peers                       bool // -peers: a Decider for each candidate and watcher
 	// writeInterval is what the gcs backend declares as the store's write
 	// rate (gcs.WithMinWriteInterval): 0 on loopback, where the emulator
 	// takes any rate; a profile's limit with -profile.
@@ -81,6 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	fs.IntVar(&s.reps, "reps", 0, "repetitions per scenario (0: 10, or 3 with -quick)")
 	fs.IntVar(&s.herd, "herd", 50, "candidates in the herd scenario")
 	fs.IntVar(&s.herdExpected, "herd-expected", 0, "the herd's ExpectedCandidates (0: unset, so the herd window learns the herd)")
+	fs.BoolVar(&s.peers, "peers", false, "give each candidate and watcher of postgres and kube a Decider of its own, with its own listener or watch, as separate processes have (default: the candidates of an election share one, as goroutines of one process would)")
 	fs.BoolVar(&s.legacy, "legacy", false, `also run each backend on the schedule from before phased polls and the learning herd window, as "BACKEND legacy", for a before/after in one run`)
 	fs.IntVar(&s.steadyTerms, "steady-terms", 0, "terms measured in the steady-state scenario (0: 10, or 2 with -quick)")
 	fs.IntVar(&s.parallel, "parallel", 5, "elections run at once in the failover and pause scenarios")
@@ -208,6 +210,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			Herd:             s.herd,
 			HerdExpected:     s.herdExpected,
 			Legacy:           s.legacy,
+			Peers:            s.peers,
 			SteadyTerms:      s.steadyTerms,
 			Parallel:         s.parallel,
 			Quick:            s.quick,

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,6 +106,65 @@ func TestAccessNamesTheStore(t *testing.T) {
 		el := newElection(namedStore{memory.NewDecider()}, push, 0, &rttLog{})
 		if got := fmt.Sprint(el.newAccess("a").decider()); got != "named://store" {
 			t.Errorf("push %v: the bench's decider is named %q; want the store's name, named://store", push, got)
+		}
+	}
+}
+
+// peerStore is another process's view of a memory store: its requests go
+// to the same store, and it counts its Close.
+type peerStore struct {
+	*memory.Decider
+	closed *atomic.Int64
+}
+
+func (p peerStore) Close() error { p.closed.Add(1); return nil }
+
+// TestPeers: with -peers each candidate and watcher goes through a Decider
+// of its own on the election, as separate processes do, and the cluster
+// closes each of them; without, they share the election's.
+func TestPeers(t *testing.T) {
+	for _, peers := range []bool{false, true} {
+		s := &settings{term: 2 * time.Second, skew: 100 * time.Millisecond, peers: peers}
+		b, err := newBackend(t.Context(), "memory", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var made, closed atomic.Int64
+		store := memory.NewDecider()
+		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) { return store, nil }
+		b.newPeer = func(of leaderelection.RaceDecider) (leaderelection.RaceDecider, error) {
+			made.Add(1)
+			return peerStore{of.(*memory.Decider), &closed}, nil
+		}
+		var inners []leaderelection.RaceDecider
+		_, err = withCluster(t.Context(), s, b, func(c *cluster) (struct{}, error) {
+			c.startN(3)
+			c.watch("w")
+			if _, err := c.rec.next(t.Context(), s.patience()); err != nil {
+				return struct{}{}, err
+			}
+			c.mu.Lock()
+			for _, cd := range c.cands {
+				inners = append(inners, cd.acc.inner)
+			}
+			inners = append(inners, c.watchers[0].acc.inner)
+			c.mu.Unlock()
+			return struct{}{}, nil
+		})
+		if err != nil {
+			t.Fatalf("peers %v: %v", peers, err)
+		}
+		want := int64(0)
+		if peers {
+			want = 4
+		}
+		if made.Load() != want || closed.Load() != want {
+			t.Errorf("peers %v: %d peer Deciders made, %d closed; want %d of each", peers, made.Load(), closed.Load(), want)
+		}
+		for _, d := range inners {
+			if _, own := d.(peerStore); own != peers {
+				t.Errorf("peers %v: an access goes through %T", peers, d)
+			}
 		}
 	}
 }

@@ -229,9 +229,13 @@ func newCluster(ctx context.Context, cfg *settings, b *backend) (*cluster, error
 	if b.legacy {
 		ctx = hooks.WithLegacyScheduling(ctx)
 	}
+	el := newElection(inner, b.push, b.latency, b.rtt)
+	if cfg.peers && b.newPeer != nil {
+		el.peer = func() (leaderelection.RaceDecider, error) { return b.newPeer(inner) }
+	}
 	return &cluster{
 		cfg:   cfg,
-		el:    newElection(inner, b.push, b.latency, b.rtt),
+		el:    el,
 		rec:   newRecorder(),
 		ctx:   ctx,
 		cands: map[string]*candidate{},
@@ -361,9 +365,16 @@ func (c *cluster) close() error {
 	}
 	c.el.cancel()
 	c.tally.closed(c)
-	// A postgres Decider holds a listener connection until closed.
-	if cl, ok := c.el.inner.(io.Closer); ok {
-		errs = append(errs, cl.Close())
+	// A postgres Decider holds a listener connection until closed, a kube
+	// one its watch.
+	c.el.mu.Lock()
+	ds := append([]leaderelection.RaceDecider{c.el.inner}, c.el.peers...)
+	errs = append(errs, c.el.peerErr)
+	c.el.mu.Unlock()
+	for _, d := range ds {
+		if cl, ok := d.(io.Closer); ok {
+			errs = append(errs, cl.Close())
+		}
 	}
 	return errors.Join(errs...)
 }

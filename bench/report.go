@@ -43,6 +43,7 @@ type Settings struct {
 	Herd             int     `json:"herd"`
 	HerdExpected     int     `json:"herdExpectedCandidates"` // 0: unset
 	Legacy           bool    `json:"legacy,omitempty"`
+	Peers            bool    `json:"peers,omitempty"`
 	SteadyTerms      int     `json:"steadyTerms"`
 	Parallel         int     `json:"parallel"`
 	Quick            bool    `json:"quick"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -140,8 +141,21 @@ func newServerBackend(ctx context.Context, b *backend, addr string, s *settings)
 			pool.Close()
 		}
 		// cluster.close closes each Decider, ending its listener.
+		var elections sync.Map // Decider -> its election's name
 		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
-			return postgres.New(pool, table, fmt.Sprintf("election-%d", b.seq.Add(1)))
+			name := fmt.Sprintf("election-%d", b.seq.Add(1))
+			d, err := postgres.New(pool, table, name)
+			if err == nil {
+				elections.Store(d, name)
+			}
+			return d, err
+		}
+		b.newPeer = func(of leaderelection.RaceDecider) (leaderelection.RaceDecider, error) {
+			name, ok := elections.Load(of)
+			if !ok {
+				return nil, fmt.Errorf("%v is not a Decider this backend made", of)
+			}
+			return postgres.New(pool, table, name.(string))
 		}
 	case "kube":
 		cfg, err := clientcmd.BuildConfigFromFlags("", addr)
@@ -168,8 +182,21 @@ func newServerBackend(ctx context.Context, b *backend, addr string, s *settings)
 			}
 		}
 		// cluster.close closes each Decider, ending its watch.
+		var names sync.Map // Decider -> its Lease's name
 		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
-			return kube.NewDecider(client, namespace, fmt.Sprintf("%s%d", prefix, b.seq.Add(1)))
+			name := fmt.Sprintf("%s%d", prefix, b.seq.Add(1))
+			d, err := kube.NewDecider(client, namespace, name)
+			if err == nil {
+				names.Store(d, name)
+			}
+			return d, err
+		}
+		b.newPeer = func(of leaderelection.RaceDecider) (leaderelection.RaceDecider, error) {
+			name, ok := names.Load(of)
+			if !ok {
+				return nil, fmt.Errorf("%v is not a Decider this backend made", of)
+			}
+			return kube.NewDecider(client, namespace, name.(string))
 		}
 	}
 	return nil

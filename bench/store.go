@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -32,8 +33,15 @@ type opEvent struct {
 type election struct {
 	inner    leaderelection.RaceDecider
 	notifier leaderelection.ChangeNotifier // nil: the accesses poll
-	latency  time.Duration                 // added to every request, half each way
-	rtt      *rttLog                       // the backend's, shared by its elections
+	// peer, if set, makes each access a Decider of its own on inner's
+	// election, as a separate process has (a listener or watch of its
+	// own); peers are those made, for close.
+	peer    func() (leaderelection.RaceDecider, error)
+	peers   []leaderelection.RaceDecider
+	peerErr error
+	push    bool
+	latency time.Duration // added to every request, half each way
+	rtt     *rttLog       // the backend's, shared by its elections
 
 	// done ends the deliveries of requests held by a cut that never ends.
 	done   context.Context
@@ -44,12 +52,19 @@ type election struct {
 }
 
 func newElection(inner leaderelection.RaceDecider, push bool, latency time.Duration, rtt *rttLog) *election {
-	el := &election{inner: inner, latency: latency, rtt: rtt}
-	if push {
-		el.notifier, _ = inner.(leaderelection.ChangeNotifier)
-	}
+	el := &election{inner: inner, latency: latency, rtt: rtt, push: push}
+	el.notifier = el.notifierOf(inner)
 	el.done, el.cancel = context.WithCancel(context.Background())
 	return el
+}
+
+// notifierOf is d's push channel, if the election uses push.
+func (el *election) notifierOf(d leaderelection.RaceDecider) leaderelection.ChangeNotifier {
+	if !el.push {
+		return nil
+	}
+	n, _ := d.(leaderelection.ChangeNotifier)
+	return n
 }
 
 func (el *election) logOp(k opKind) {
@@ -156,6 +171,9 @@ type acceptedWrite struct {
 type access struct {
 	el   *election
 	name string
+	// inner and notifier are the election's, or the access's own peer.
+	inner    leaderelection.RaceDecider
+	notifier leaderelection.ChangeNotifier
 
 	reads, writes, waits atomic.Int64
 	lateSent             atomic.Int64 // held writes delivered after their caller gave up
@@ -169,8 +187,24 @@ type access struct {
 	accepted []acceptedWrite
 }
 
+// newAccess makes an access for one candidate or watcher. Should its peer
+// fail to be made, it uses the election's Decider, and the failure is
+// reported when the cluster closes (peerErr).
 func (el *election) newAccess(name string) *access {
-	return &access{el: el, name: name}
+	a := &access{el: el, name: name, inner: el.inner, notifier: el.notifier}
+	if el.peer == nil {
+		return a
+	}
+	d, err := el.peer()
+	el.mu.Lock()
+	defer el.mu.Unlock()
+	if err != nil {
+		el.peerErr = errors.Join(el.peerErr, fmt.Errorf("a Decider of its own for %s: %w", name, err))
+		return a
+	}
+	el.peers = append(el.peers, d)
+	a.inner, a.notifier = d, el.notifierOf(d)
+	return a
 }
 
 // String names the store as the store itself does, so that what the engine
@@ -185,10 +219,10 @@ func (a *access) String() string {
 // decider returns the RaceDecider a candidate or watcher uses: with
 // WaitForChange when the election pushes changes.
 func (a *access) decider() leaderelection.RaceDecider {
-	if a.el.notifier != nil {
+	if a.notifier != nil {
 		return pushAccess{a}
 	}
-	if ws, ok := a.el.inner.(leaderelection.WriteSpacer); ok && ws.MinWriteInterval() > 0 {
+	if ws, ok := a.inner.(leaderelection.WriteSpacer); ok && ws.MinWriteInterval() > 0 {
 		return spacedAccess{a, ws.MinWriteInterval()}
 	}
 	return a
@@ -285,7 +319,7 @@ func (a *access) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 		return nil, err
 	}
 	t := time.Now()
-	rec, err := a.el.inner.ReadCurrent(ctx)
+	rec, err := a.inner.ReadCurrent(ctx)
 	if terr := a.travelUntil(ctx, sent.Add(lat+time.Since(t)), nil); terr != nil {
 		return nil, terr
 	}
@@ -325,7 +359,7 @@ func (a *access) WriteEntry(ctx context.Context, e *entry.RaceEntry) (entry.Lead
 }
 
 func (a *access) apply(ctx context.Context, e *entry.RaceEntry, late bool) (entry.LeaderToken, error) {
-	tok, err := a.el.inner.WriteEntry(ctx, e)
+	tok, err := a.inner.WriteEntry(ctx, e)
 	if err == nil {
 		a.mu.Lock()
 		a.accepted = append(a.accepted, acceptedWrite{at: time.Now(), e: e, late: late})
@@ -379,7 +413,7 @@ func (p pushAccess) WaitForChange(ctx context.Context, tok entry.LeaderToken) (*
 	if err := p.gate(ctx, nil); err != nil {
 		return nil, err
 	}
-	rec, err := p.el.notifier.WaitForChange(ctx, tok)
+	rec, err := p.notifier.WaitForChange(ctx, tok)
 	if err != nil {
 		return nil, err
 	}
