@@ -30,8 +30,9 @@ type hostClock struct {
 	// start. Waits already armed keep their virtual instant, as timers on
 	// a real host run on its monotonic clock.
 	step atomic.Int64
-	// backSteps counts the steps back.
-	backSteps atomic.Int64
+	// backSteps counts the steps back; forward sums the steps forward,
+	// which a watchdog's timer armed before them does not see.
+	backSteps, forward atomic.Int64
 	// steps is every step, for the offset checks (see offsetRange).
 	mu    sync.Mutex
 	steps []stepRec

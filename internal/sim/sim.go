@@ -90,7 +90,7 @@ type tenure struct {
 	ctx          context.Context
 	ousted       int            // OnOusting calls for it
 	saw          map[int64]bool // the other tenures (by term) whose records its holder had seen when elected
-	stepAtStart  int64          // its host's wall-clock step when it began
+	fwdAtStart   int64          // its host's wall-clock steps forward when it began
 	lateReported bool
 }
 
@@ -387,9 +387,12 @@ func (s *sim) checkContextLocked(at time.Duration, tn *tenure) {
 	// time), and a wall clock stepped forward passes the expiry before it
 	// fires: the engine looks again every TermLength/16 for that, so the
 	// context may end that long after the step, which its clock had
-	// jumped by.
+	// jumped by. Only the steps forward count: a step back earlier in the
+	// tenure does not offset one forward, which still runs the wall clock
+	// past a timer armed before it (seed 10099159: 93 ms back, then 73 ms
+	// forward; the net step, -20 ms, allowed nothing).
 	grace := time.Microsecond
-	step := time.Duration(tn.p.host.step.Load() - tn.stepAtStart)
+	step := time.Duration(tn.p.host.forward.Load() - tn.fwdAtStart)
 	stepped := step > 0
 	if stepped {
 		grace += step + s.sc.Term/16
@@ -420,7 +423,7 @@ func (s *sim) describeLocked(valid []*tenure) string {
 // valid TimeView, and the fencing token went up.
 func (s *sim) registerTenure(p *proc, tv *leaderelection.TimeView, ctx context.Context) *tenure {
 	at := s.now()
-	tn := &tenure{p: p, term: tv.Term(), tv: tv, start: time.Now(), last: tv.Get(), ctx: ctx, stepAtStart: p.host.step.Load()}
+	tn := &tenure{p: p, term: tv.Term(), tv: tv, start: time.Now(), last: tv.Get(), ctx: ctx, fwdAtStart: p.host.forward.Load()}
 	p.mu.Lock()
 	// What it had seen of other tenures: its own records do not count.
 	tn.saw = map[int64]bool{}
@@ -898,8 +901,11 @@ func (s *sim) apply(ev FaultEvent) (FaultEvent, bool) {
 			s.mu.Unlock()
 		}
 	case fClockStep:
-		if old := p.host.step.Swap(int64(ev.Dur - s.sc.Offsets[slot])); old > int64(ev.Dur-s.sc.Offsets[slot]) {
+		to := int64(ev.Dur - s.sc.Offsets[slot])
+		if old := p.host.step.Swap(to); old > to {
 			p.host.backSteps.Add(1)
+		} else {
+			p.host.forward.Add(to - old)
 		}
 		p.host.noteStep(ev.Dur - s.sc.Offsets[slot])
 	case fRefuse:
