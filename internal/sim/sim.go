@@ -467,12 +467,34 @@ func (s *sim) registerTenure(p *proc, tv *leaderelection.TimeView, ctx context.C
 		// The same incarnation leads the same term again: a write of its
 		// whose outcome was unknown turned out applied. Nobody else wrote
 		// in between.
+	case s.deletedUnseenLocked(tn):
+		// Its record was deleted (outside the protocol) before its
+		// holder knew it elected (a read-back served before the
+		// deletion, answered after it), and the higher term was begun
+		// on no record by a candidate that never saw it: the documented
+		// limit (see excusedLocked). Its actions still carry the lower
+		// token, which the downstream rejects once the higher one acted
+		// (seed 10105431).
 	default:
 		s.violateLocked(at, "fencing", fmt.Sprintf("%s elected with term %d, not above term %d of %s", p, tn.term, s.maxTerm, s.lastTenure.p))
 	}
 	s.maxTerm = max(s.maxTerm, tn.term)
 	s.lastTenure = tn
 	return tn
+}
+
+// deletedUnseenLocked reports whether tn's record was deleted and every
+// tenure with a higher term was begun by a holder that had not seen it.
+func (s *sim) deletedUnseenLocked(tn *tenure) bool {
+	if !s.deleted[tenureKey{tn.p.id, tn.term}] {
+		return false
+	}
+	for _, o := range s.tenures {
+		if o.term > tn.term && o.saw[tn.term] {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *sim) endTenure(tn *tenure) {
