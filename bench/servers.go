@@ -141,22 +141,13 @@ func newServerBackend(ctx context.Context, b *backend, addr string, s *settings)
 			pool.Close()
 		}
 		// cluster.close closes each Decider, ending its listener.
-		var elections sync.Map // Decider -> its election's name
-		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
-			name := fmt.Sprintf("election-%d", b.seq.Add(1))
+		b.byName(func() string { return fmt.Sprintf("election-%d", b.seq.Add(1)) }, func(name string) (leaderelection.RaceDecider, error) {
 			d, err := postgres.New(pool, table, name)
-			if err == nil {
-				elections.Store(d, name)
+			if err != nil {
+				return nil, err
 			}
-			return d, err
-		}
-		b.newPeer = func(of leaderelection.RaceDecider) (leaderelection.RaceDecider, error) {
-			name, ok := elections.Load(of)
-			if !ok {
-				return nil, fmt.Errorf("%v is not a Decider this backend made", of)
-			}
-			return postgres.New(pool, table, name.(string))
-		}
+			return d, nil
+		})
 	case "kube":
 		cfg, err := clientcmd.BuildConfigFromFlags("", addr)
 		if err != nil {
@@ -182,22 +173,34 @@ func newServerBackend(ctx context.Context, b *backend, addr string, s *settings)
 			}
 		}
 		// cluster.close closes each Decider, ending its watch.
-		var names sync.Map // Decider -> its Lease's name
-		b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
-			name := fmt.Sprintf("%s%d", prefix, b.seq.Add(1))
+		b.byName(func() string { return fmt.Sprintf("%s%d", prefix, b.seq.Add(1)) }, func(name string) (leaderelection.RaceDecider, error) {
 			d, err := kube.NewDecider(client, namespace, name)
-			if err == nil {
-				names.Store(d, name)
+			if err != nil {
+				return nil, err
 			}
-			return d, err
-		}
-		b.newPeer = func(of leaderelection.RaceDecider) (leaderelection.RaceDecider, error) {
-			name, ok := names.Load(of)
-			if !ok {
-				return nil, fmt.Errorf("%v is not a Decider this backend made", of)
-			}
-			return kube.NewDecider(client, namespace, name.(string))
-		}
+			return d, nil
+		})
 	}
 	return nil
+}
+
+// byName sets b.newStore to open a Decider on the election next names, and
+// b.newPeer to open another on the election of one it returned (-peers).
+func (b *backend) byName(next func() string, open func(name string) (leaderelection.RaceDecider, error)) {
+	var names sync.Map // Decider -> its election's name
+	b.newStore = func(context.Context) (leaderelection.RaceDecider, error) {
+		name := next()
+		d, err := open(name)
+		if err == nil {
+			names.Store(d, name)
+		}
+		return d, err
+	}
+	b.newPeer = func(of leaderelection.RaceDecider) (leaderelection.RaceDecider, error) {
+		name, ok := names.Load(of)
+		if !ok {
+			return nil, fmt.Errorf("%v is not a Decider this backend made", of)
+		}
+		return open(name.(string))
+	}
 }
