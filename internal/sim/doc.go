@@ -156,7 +156,8 @@
 //
 // Engine callbacks and extensions: an elected context that has not ended
 // once its TimeView has expired on its holder's clock (1 µs of slack, none
-// while the process is frozen) is a violation; OnOusting comes after
+// while the process is frozen; after wall-clock steps forward during the
+// tenure, their sum and TermLength/16 more) is a violation; OnOusting comes after
 // OnElected returned, exactly once per tenure; LeaderChanged reports each
 // tenure once, in order, and before OnElected. No release is sent while a
 // guarded call or long action admitted under the tenure still runs.
@@ -167,7 +168,10 @@
 // watcher's clock, when the store served it. Deletion: two valid TimeViews
 // are allowed only when the older's record was deleted and the newer
 // leader never saw a record of it (counted, not a violation); terms still
-// only go up. Cost in every phase: a participant's store calls in any
+// only go up, but for a tenure whose record was deleted before its holder
+// knew itself elected (a read-back served before the deletion, answered
+// after it), below terms begun by candidates that never saw it: the same
+// limit, and the downstream rejects its lower token. Cost in every phase: a participant's store calls in any
 // term-length window stay within 8 x its design budget (2 + 2 x Term /
 // PollInterval) + 60; past that each call takes Term/64, so that the run
 // can go on. Polls in step: no two participants read within 100 µs of each
