@@ -141,8 +141,10 @@
 // TimeView within Scenario.RecoveryBound (TermLength + 2 x MaxClockSkew, for
 // the offset between the two clocks, + herd jitter + store round trips; a
 // term, a poll interval and a read's backoff more in runs that delete the
-// record, which can hold a candidate off for two terms) and
-// keep it; a graceful stop of the leader must be taken over within
+// record, which can hold a candidate off for two terms; counted from its
+// commit instead, when the stored record is an extension sent after the
+// faults stopped whose answer came after its holder's term ran out, which
+// the engine leaves to expire) and keep it; a graceful stop of the leader must be taken over within
 // Scenario.HandoverBound and, when the poll interval allows it, before the
 // released term would have run out. Cost: in the quiet phase each candidate
 // stays within the design's budget of writes, reads and change waits per

@@ -608,6 +608,9 @@ func (s *sim) run() {
 	// 1. Recovery: a live leader within RecoveryBound, that then keeps its
 	// TimeView valid.
 	s.sleepUntil(sc.FaultEnd + sc.RecoveryBound())
+	if due := s.orphanedExtensionDue(); due > 0 {
+		s.sleepUntil(due)
+	}
 	s.atQuiescence(func() {
 		s.recovering = false
 		if s.recoveredAt.IsZero() {
@@ -717,6 +720,38 @@ func (s *sim) skewGapLocked() bool {
 		}
 	}
 	return false
+}
+
+// orphanedExtensionDue returns when a leader is due instead of
+// RecoveryBound after the faults stopped, or 0. A leader's extension sent
+// after the faults stopped, applied, and answered only after its term ran
+// out ends the tenure, and the engine leaves its record to expire, never
+// adopted or released (leader.go): that record's term counts as a cut-off
+// leader's, from its commit instead of the faults' end (seed 10141710).
+func (s *sim) orphanedExtensionDue() time.Duration {
+	rec, holder, committed := s.st.stored()
+	if rec == nil || holder == nil || rec.Released || committed.IsZero() {
+		return 0
+	}
+	at := committed.Sub(s.start)
+	if at <= s.sc.FaultEnd {
+		return 0
+	}
+	var ended bool
+	s.atQuiescence(func() {
+		if !s.recoveredAt.IsZero() {
+			return
+		}
+		for _, tn := range s.tenures {
+			if tn.p == holder && tn.term == rec.Term && !tn.ended.IsZero() {
+				ended = true
+			}
+		}
+	})
+	if !ended {
+		return 0
+	}
+	return at + s.sc.RecoveryBound()
 }
 
 // liveLeaderLocked returns the one live tenure with a valid TimeView.

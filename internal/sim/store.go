@@ -226,6 +226,18 @@ func (st *store) openFiles(dir string) error {
 	return nil
 }
 
+// stored returns the stored record, the incarnation that wrote it, and when
+// (virtual time) it was committed.
+func (st *store) stored() (*entry.RaceEntry, *proc, time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	rec, _ := st.read()
+	if rec == nil {
+		return nil, nil, time.Time{}
+	}
+	return rec, st.holder, st.commits[rec.Token.Version]
+}
+
 // commitTime is the commit time the store reports for version.
 func (st *store) commitTime(version string) time.Time {
 	st.mu.Lock()
