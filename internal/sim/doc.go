@@ -137,24 +137,23 @@
 // it has seen, must never accept an older token after a newer one, and the
 // quick sweep requires that some stale actions were actually rejected.
 //
-// Liveness: once the faults stop, a live candidate must hold a valid
-// TimeView within Scenario.RecoveryBound (TermLength + 2 x MaxClockSkew, for
-// the offset between the two clocks, + herd jitter + store round trips; a
-// term, a poll interval and a read's backoff more in runs that delete the
-// record, which can hold a candidate off for two terms; counted from its
-// commit instead, when the stored record is an extension sent after the
-// faults stopped whose answer came after its holder's term ran out, which
-// the engine leaves to expire) and keep it; a graceful stop of the leader must be taken over within
+// Liveness: once the faults stop, a live candidate must hold a valid TimeView
+// within Scenario.RecoveryBound (TermLength + 2 x MaxClockSkew, for the offset
+// between the two clocks, + herd jitter + store round trips; a term, a poll
+// interval and a read's backoff more in runs that delete the record, which can
+// hold a candidate off for two terms; counted from its commit instead, when
+// the stored record is an extension sent after the faults stopped whose answer
+// came after its holder's term ran out, which the engine leaves to expire) and
+// keep it; a graceful stop of the leader must be taken over within
 // Scenario.HandoverBound and, when the poll interval allows it, before the
 // released term would have run out. Cost: in the quiet phase each candidate
-// stays within the design's budget of writes, reads and change waits per
-// term (8 more writes and change waits after a slow-store phase, or for a
-// participant one of whose last 8 writes before the quiet phase took over
-// a fifth of the term: the leader times extensions from the slowest of its
-// last 8 writes); at any time, no
-// incarnation makes more than its per-term budget (below), or 100 calls at
-// one virtual instant (a busy loop, which the store then breaks by making
-// each call take a millisecond).
+// stays within the design's budget of writes, reads and change waits per term
+// (8 more writes and change waits after a slow-store phase, or for a
+// participant one of whose last 8 writes before the quiet phase took over a
+// fifth of the term: the leader times extensions from the slowest of its last
+// 8 writes); at any time, no incarnation makes more than its per-term budget
+// (below), or 100 calls at one virtual instant (a busy loop, which the store
+// then breaks by making each call take a millisecond).
 //
 // Engine callbacks and extensions: an elected context that has not ended
 // once its TimeView has expired on its holder's clock (1 µs of slack, none
