@@ -364,15 +364,20 @@ func (s *sim) excusedLocked(valid []*tenure) bool {
 			if b.term < a.term {
 				older, newer = b, a
 			}
-			// A newer leader that never saw the deleted record may
-			// have built on records written since by others who never
-			// saw it either: the documented limit.
-			if !s.deleted[tenureKey{older.p.id, older.term}] || newer.saw[older.term] {
+			if !s.deletedUnseen(older, newer) {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// deletedUnseen reports whether older's record was deleted and newer's
+// holder never saw it. A newer leader that never saw the deleted record may
+// have built on records written since by others who never saw it either:
+// the documented limit of deletion.
+func (s *sim) deletedUnseen(older, newer *tenure) bool {
+	return s.deleted[tenureKey{older.p.id, older.term}] && !newer.saw[older.term]
 }
 
 // checkContextLocked checks that the elected context of a tenure whose
@@ -484,13 +489,14 @@ func (s *sim) registerTenure(p *proc, tv *leaderelection.TimeView, ctx context.C
 }
 
 // deletedUnseenLocked reports whether tn's record was deleted and every
-// tenure with a higher term was begun by a holder that had not seen it.
+// tenure with a higher term was begun by a holder that had not seen it (see
+// deletedUnseen).
 func (s *sim) deletedUnseenLocked(tn *tenure) bool {
 	if !s.deleted[tenureKey{tn.p.id, tn.term}] {
 		return false
 	}
 	for _, o := range s.tenures {
-		if o.term > tn.term && o.saw[tn.term] {
+		if o.term > tn.term && !s.deletedUnseen(tn, o) {
 			return false
 		}
 	}
