@@ -227,8 +227,7 @@ func (d *Decider) ReadCurrent(ctx context.Context) (*entry.RaceEntry, error) {
 	resp, err := d.blob.DownloadStream(policy.WithRetryOptions(opCtx, noRetries), nil)
 	if err != nil && opCtx.Err() == nil {
 		if o := classify(err, opRead); o == outcomeUnknown || o == outcomeThrottled {
-			b := backoff.Backoff{Min: initialBackoff}
-			if sleep(opCtx, b.Next()) {
+			if sleep(opCtx, backoff.Spread(initialBackoff)) {
 				resp, err = d.blob.DownloadStream(opCtx, nil)
 			}
 		}

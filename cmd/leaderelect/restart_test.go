@@ -6,8 +6,8 @@ import (
 )
 
 // The waits before campaigning again are the ones the usage text and the
-// README give (0.5 to 1 s, doubling up to a minute), jittered so that processes whose commands
-// exited together spread out.
+// README give (0.5 to 1 s, doubling up to a minute), jittered so that
+// processes whose commands exited together spread out.
 func TestRestartWaitsAsDocumented(t *testing.T) {
 	firsts := map[time.Duration]bool{}
 	for range 100 {

@@ -31,12 +31,15 @@ func (b *Backoff) Next() time.Duration {
 	} else {
 		b.step = min(2*b.step, max(b.Max, b.Min))
 	}
-	half := b.step / 2
 	if b.Jitter != nil {
-		return half + b.Jitter(half)
+		return b.step/2 + b.Jitter(b.step/2)
 	}
-	return half + rand.N(half+1)
+	return Spread(b.step)
 }
+
+// Spread returns a wait drawn from [d/2, d], from math/rand/v2: a Backoff's
+// first step, for a single retry.
+func Spread(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
 
 // Reset starts the next failure from Min again.
 func (b *Backoff) Reset() { b.step = 0 }

@@ -30,6 +30,20 @@ func TestNextIsJittered(t *testing.T) {
 	}
 }
 
+func TestSpread(t *testing.T) {
+	seen := map[time.Duration]bool{}
+	for range 20 {
+		d := Spread(time.Second)
+		if d < time.Second/2 || d > time.Second {
+			t.Fatalf("Spread(1s) = %v; want within [500ms, 1s]", d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("20 draws of Spread(1s) were all %v; want them jittered", seen)
+	}
+}
+
 func TestJitterSourceAndMaxBelowMin(t *testing.T) {
 	var asked []time.Duration
 	b := Backoff{Min: time.Second, Max: time.Millisecond, Jitter: func(d time.Duration) time.Duration {
